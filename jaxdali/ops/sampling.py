@@ -1,0 +1,327 @@
+"""Which dataset sample a reader emits at each position of its stream: pure index arithmetic.
+
+A reader's whole state is one integer, its *stream position* ``p``: the number of samples it has
+emitted since it was built, padding copies included. Everything else (which shard it is reading,
+which reader epoch it is in, where that epoch's shuffle puts each sample) is a pure function of
+``(ShardSpec, p)`` computed here, in O(1) of ``p``: no I/O, no threads, no clocks, and no replay of
+earlier epochs, so a reader resumes from a checkpoint by jumping to ``p``.
+
+Shards are contiguous ranges of the (possibly permuted) sample list; shard ``k`` of ``S`` over
+``N`` samples is ``[floor(k*N/S), floor((k+1)*N/S))``, so shard sizes differ by at most one.
+N=10, S=3::
+
+    index   0 1 2 | 3 4 5 | 6 7 8 9
+    shard   0 0 0 | 1 1 1 | 2 2 2 2
+
+A *reader epoch* is one pass over one shard. Reader epoch ``e`` reads shard ``s_e = (k + e) mod S``
+(the reader rotates to the next shard after every epoch), or ``s_e = k`` with ``stick_to_shard``.
+Shard 0 of the layout above, batch size 3::
+
+    pad_last_batch=False, stick_to_shard=False   0 1 2 | 3 4 5 | 6 7 8 9 | 0 1 2 | ...
+    pad_last_batch=False, stick_to_shard=True    0 1 2 | 0 1 2 | 0 1 2 | ...
+    pad_last_batch=True,  stick_to_shard=False   0 1 2 2 2 2 | 3 4 5 5 5 5 | 6 7 8 9 9 9 | ...
+    pad_last_batch=True,  stick_to_shard=True    0 1 2 2 2 2 | 0 1 2 2 2 2 | ...
+
+With padding every reader epoch has ``ceil(ceil(N/S)/batch_size) * batch_size`` positions: the
+shard's real samples, then copies of the last real sample emitted in that epoch, so a batch never
+mixes two epochs. Without padding an epoch has exactly the shard's size and batches may span
+epochs.
+
+Shuffles keep those counts and boundaries and only change which sample sits at each position:
+
+* ``shuffle="shard"`` (DALI's ``random_shuffle=True``): the sample list is permuted once with a
+  fixed constant seed, the same on every shard, so the shards are a fixed partition of that
+  permuted list. Each reader epoch then visits its shard in a fresh order that is a pure function
+  of ``(seed, epoch, shard)``.
+* ``shuffle="global"`` (DALI's ``shuffle_after_epoch=True``): every reader epoch ``e`` re-permutes
+  the whole list by a pure function of ``(seed, e)``, the same on every shard, and shard ``k`` takes
+  its bounds of that list. Every epoch is shuffled, the first one included. This mode always sticks
+  to its shard, whatever ``stick_to_shard`` says (DALI forces ``stick_to_shard`` on as well).
+
+.. note::
+   DALI's ``random_shuffle`` draws from a small buffer of ``initial_fill`` samples, which mixes
+   weakly and needs a replay to resume. We shuffle the whole shard each epoch instead: better
+   mixing and O(1) resume, with the same observable contract (a fixed partition into shards,
+   every sample of the shard once per epoch). The orders themselves differ from DALI's.
+
+Permutations are the stable argsort of 64-bit words from a Philox counter-based generator keyed
+by the seed and counted by (epoch, shard), so they depend only on the Philox algorithm and stable
+sorting, not on NumPy's shuffling routines. The most recent ones are cached (they are pure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+__all__ = [
+    "ShardSpec",
+    "SHUFFLE_MODES",
+    "shard_bounds",
+    "shard_sizes",
+    "padded_shard_size",
+    "epoch_size_padded",
+    "stream_indices",
+    "stream_is_padding",
+    "stream_epoch",
+]
+
+#: Accepted values of ``ShardSpec.shuffle``.
+SHUFFLE_MODES = ("none", "shard", "global")
+
+_MASK64 = (1 << 64) - 1
+# Philox key words that separate the three kinds of permutation drawn here.
+_KEY_FIXED_LIST = 0x6A78_6461_6C69_0001
+_KEY_SHARD_EPOCH = 0x6A78_6461_6C69_0002
+_KEY_GLOBAL_EPOCH = 0x6A78_6461_6C69_0003
+# Seed of the one-off permutation of the sample list used by shuffle="shard" (a fixed constant:
+# the partition into shards must be identical on every shard and in every run).
+_FIXED_LIST_SEED = 0x2545_F491_4F6C_DD1D
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value, minimum: int | None = None) -> None:
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an integer: got {name}={value!r} ({type(value).__name__})")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}: got {name}={value}")
+
+
+def _check_layout(num_samples, num_shards, shard_id=None) -> None:
+    _check_int("num_samples", num_samples, 0)
+    _check_int("num_shards", num_shards, 1)
+    if shard_id is not None:
+        _check_int("shard_id", shard_id)
+        if not 0 <= shard_id < num_shards:
+            raise ValueError(
+                f"shard_id must be in [0, num_shards): got shard_id={shard_id}, num_shards={num_shards}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSpec:
+    """How one reader walks its dataset: size, sharding, padding, batch size and shuffle.
+
+    Args:
+      num_samples: N, the number of samples in the dataset (after listing it). Must be > 0.
+      num_shards: S, the number of shards the dataset is split into (DALI ``num_shards``, default 1).
+        Must be in [1, N].
+      shard_id: k, the shard this reader starts on (DALI ``shard_id``, default 0). In [0, S).
+      stick_to_shard: DALI ``stick_to_shard`` (default False): False moves to the next shard after
+        every reader epoch, True re-reads shard k forever.
+      pad_last_batch: DALI ``pad_last_batch`` (default False): repeat the last sample of the epoch
+        until the epoch has ``ceil(ceil(N/S)/batch_size)`` full batches.
+      batch_size: the reader's batch size; padding fills up to a multiple of it. >= 1.
+      shuffle: ``"none"``; ``"shard"`` (DALI ``random_shuffle=True``); or ``"global"`` (DALI
+        ``shuffle_after_epoch=True``, which always sticks to shard k, see ``sticks_to_shard``).
+      seed: seed of the per-epoch shuffles (any integer, taken modulo 2**64). Unused with
+        ``shuffle="none"``.
+
+    Raises:
+      TypeError: an argument has the wrong type.
+      ValueError: an argument is out of range; the message names it and its value.
+    """
+
+    num_samples: int
+    num_shards: int = 1
+    shard_id: int = 0
+    stick_to_shard: bool = False
+    pad_last_batch: bool = False
+    batch_size: int = 1
+    shuffle: str = "none"
+    seed: int = 0
+
+    def __post_init__(self):
+        _check_int("num_samples", self.num_samples)
+        if self.num_samples <= 0:
+            raise ValueError(f"num_samples must be > 0: got num_samples={self.num_samples}")
+        _check_layout(self.num_samples, self.num_shards, self.shard_id)
+        if self.num_shards > self.num_samples:
+            raise ValueError(
+                f"num_shards ({self.num_shards}) is larger than the number of samples "
+                f"({self.num_samples})"
+            )
+        _check_int("batch_size", self.batch_size, 1)
+        for name in ("stick_to_shard", "pad_last_batch"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool: got {name}={value!r}")
+        if self.shuffle not in SHUFFLE_MODES:
+            raise ValueError(
+                f"shuffle must be one of {', '.join(map(repr, SHUFFLE_MODES))}: "
+                f"got shuffle={self.shuffle!r}"
+            )
+        _check_int("seed", self.seed)
+        # Normalise NumPy scalars so that equal specs compare and hash equal.
+        for name in ("num_samples", "num_shards", "shard_id", "batch_size", "seed"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("stick_to_shard", "pad_last_batch"):
+            object.__setattr__(self, name, bool(getattr(self, name)))
+
+    @property
+    def sticks_to_shard(self) -> bool:
+        """Whether every reader epoch reads shard k: ``stick_to_shard`` or ``shuffle="global"``."""
+        return self.stick_to_shard or self.shuffle == "global"
+
+    @property
+    def padded_epoch_length(self) -> int:
+        """Stream positions per reader epoch with padding: ``ceil(ceil(N/S)/bs) * bs``."""
+        per_shard = padded_shard_size(self.num_samples, self.num_shards)
+        return -(-per_shard // self.batch_size) * self.batch_size
+
+
+def shard_bounds(num_samples: int, num_shards: int, shard_id: int) -> tuple[int, int]:
+    """The index range ``[begin, end)`` of shard ``shard_id``: ``[floor(k*N/S), floor((k+1)*N/S))``.
+
+    >>> shard_bounds(10, 3, 0), shard_bounds(10, 3, 1), shard_bounds(10, 3, 2)
+    ((0, 3), (3, 6), (6, 10))
+    """
+    _check_layout(num_samples, num_shards, shard_id)
+    n, s, k = int(num_samples), int(num_shards), int(shard_id)
+    return k * n // s, (k + 1) * n // s
+
+
+def shard_sizes(num_samples: int, num_shards: int) -> np.ndarray:
+    """Sizes of all ``num_shards`` shards, int64; they differ by at most one.
+
+    >>> shard_sizes(10, 3).tolist()
+    [3, 3, 4]
+    """
+    _check_layout(num_samples, num_shards)
+    return np.diff(_shard_starts(int(num_samples), int(num_shards)))
+
+
+def padded_shard_size(num_samples: int, num_shards: int) -> int:
+    """The largest shard size, ``ceil(N/S)``: samples per shard once padding evens them out."""
+    _check_layout(num_samples, num_shards)
+    return -(-int(num_samples) // int(num_shards))
+
+
+def epoch_size_padded(num_samples: int, num_shards: int, pad_last_batch: bool) -> int:
+    """DALI's ``epoch_size_padded`` reader metadata: ``ceil(N/S) * S`` with padding, else ``N``."""
+    if pad_last_batch:
+        return padded_shard_size(num_samples, num_shards) * int(num_shards)
+    _check_layout(num_samples, num_shards)
+    return int(num_samples)
+
+
+def stream_indices(spec: ShardSpec, start: int, count: int) -> np.ndarray:
+    """Dataset indices emitted at stream positions ``[start, start + count)``, int64.
+
+    Costs O(count) (plus one permutation per reader epoch touched when shuffling, cached); the
+    magnitude of ``start`` does not matter. Splitting a range into several calls gives the same
+    indices as one call.
+
+    >>> spec = ShardSpec(10, num_shards=3, shard_id=0, pad_last_batch=True, batch_size=3)
+    >>> stream_indices(spec, 0, 12).tolist()
+    [0, 1, 2, 2, 2, 2, 3, 4, 5, 5, 5, 5]
+    """
+    epochs, shards, positions = _locate_range(spec, start, count)
+    return _dataset_indices(spec, epochs, shards, positions)
+
+
+def stream_is_padding(spec: ShardSpec, start: int, count: int) -> np.ndarray:
+    """Whether each stream position in ``[start, start + count)`` is a padding copy, bool.
+
+    >>> spec = ShardSpec(10, num_shards=3, shard_id=0, pad_last_batch=True, batch_size=3)
+    >>> stream_is_padding(spec, 0, 6).tolist()
+    [False, False, False, True, True, True]
+    """
+    _, shards, positions = _locate_range(spec, start, count)
+    return positions >= _sizes(spec)[shards]
+
+
+def stream_epoch(spec: ShardSpec, position: int) -> int:
+    """The reader epoch (0-based) that stream position ``position`` belongs to."""
+    epochs, _, _ = _locate_range(spec, position, 1)
+    return int(epochs[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Internals.
+
+
+@functools.lru_cache(maxsize=8)
+def _starts_cached(num_samples: int, num_shards: int) -> np.ndarray:
+    shards = np.arange(num_shards + 1, dtype=np.int64)
+    if num_samples * num_shards < (1 << 62):
+        starts = shards * num_samples // num_shards
+    else:  # exact for sizes whose product would overflow int64
+        starts = np.array([k * num_samples // num_shards for k in range(num_shards + 1)], np.int64)
+    starts.flags.writeable = False
+    return starts
+
+
+def _shard_starts(num_samples: int, num_shards: int) -> np.ndarray:
+    """``floor(k*N/S)`` for k = 0..S (S+1 values, int64, read-only)."""
+    return _starts_cached(num_samples, num_shards)
+
+
+def _sizes(spec: ShardSpec) -> np.ndarray:
+    return np.diff(_shard_starts(spec.num_samples, spec.num_shards))
+
+
+def _locate_range(spec: ShardSpec, start: int, count: int):
+    """(reader epoch, shard, position within that epoch) of each stream position, int64 arrays."""
+    _check_int("start", start, 0)
+    _check_int("count", count, 0)
+    pos = np.arange(int(start), int(start) + int(count), dtype=np.int64)
+    n, s, k = spec.num_samples, spec.num_shards, spec.shard_id
+    starts = _shard_starts(n, s)
+    if spec.pad_last_batch or spec.sticks_to_shard:
+        length = spec.padded_epoch_length if spec.pad_last_batch else int(starts[k + 1] - starts[k])
+        epochs, offsets = np.divmod(pos, length)
+        shards = np.full_like(pos, k) if spec.sticks_to_shard else (k + epochs) % s
+        return epochs, shards, offsets
+    # No padding, rotating: the stream is the whole list read cyclically from the start of shard k,
+    # and reader epoch boundaries are the shard boundaries.
+    cycles, rest = np.divmod(pos, n)
+    index = (starts[k] + rest) % n
+    shards = ((index + 1) * s - 1) // n  # the shard holding `index`
+    epochs = cycles * s + (shards - k) % s
+    return epochs, shards, index - starts[shards]
+
+
+def _dataset_indices(spec, epochs, shards, positions) -> np.ndarray:
+    starts = _shard_starts(spec.num_samples, spec.num_shards)
+    sizes = np.diff(starts)
+    # A padding position repeats the last real position of its epoch.
+    positions = np.minimum(positions, sizes[shards] - 1)
+    if spec.shuffle == "none":
+        return starts[shards] + positions
+    out = np.empty_like(positions)
+    for epoch in np.unique(epochs).tolist():
+        here = epochs == epoch
+        shard = int(shards[here][0])  # one shard per reader epoch
+        begin, size = int(starts[shard]), int(sizes[shard])
+        if spec.shuffle == "shard":
+            order = _permutation(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
+            fixed = _permutation(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, 0, spec.num_samples)
+            out[here] = fixed[begin + order[positions[here]]]
+        else:  # "global"
+            order = _permutation(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)
+            out[here] = order[begin + positions[here]]
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _permutation(kind: int, seed: int, shard: int, epoch: int, size: int) -> np.ndarray:
+    """A permutation of ``range(size)``: a pure function of its arguments (int64, read-only).
+
+    The Philox key holds (seed, kind); the high words of its 256-bit counter hold (shard, epoch),
+    and the low word counts the ``size`` draws, so different (shard, epoch) never share draws.
+    """
+    if size <= 1:
+        order = np.zeros(size, dtype=np.int64)
+    else:
+        key = np.array([seed & _MASK64, kind], dtype=np.uint64)
+        counter = np.array([0, 0, shard & _MASK64, epoch & _MASK64], dtype=np.uint64)
+        words = np.random.Philox(key=key, counter=counter).random_raw(size)
+        order = np.argsort(words, kind="stable").astype(np.int64, copy=False)
+    order.flags.writeable = False
+    return order
