@@ -1,0 +1,19 @@
+"""jaxdali: NVIDIA DALI's pipeline API for JAX, on any machine.
+
+Porting DALI code is an import change::
+
+    from jaxdali import pipeline_def, fn, types        # was: from nvidia.dali import ...
+"""
+
+from jaxdali import fn as fn
+from jaxdali import types as types
+from jaxdali.pipeline.decorator import pipeline_def as pipeline_def
+from jaxdali.pipeline.pipeline import Pipeline as Pipeline
+from jaxdali.pipeline.tensors import TensorCPU as TensorCPU
+from jaxdali.pipeline.tensors import TensorGPU as TensorGPU
+from jaxdali.pipeline.tensors import TensorListCPU as TensorListCPU
+from jaxdali.pipeline.tensors import TensorListGPU as TensorListGPU
+
+__version__ = "0.1.0"
+
+__all__ = ["fn", "types", "pipeline_def", "Pipeline", "TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]

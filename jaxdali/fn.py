@@ -1,0 +1,65 @@
+"""The ``fn`` namespace: ``fn.readers.file``, ``fn.decoders.image``, ``fn.random.coin_flip``, ...
+
+Every function is generated from an operator schema (``jaxdali.ops.schema``); calling it inside a
+pipeline definition adds an operator instance and returns its output DataNode(s).
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types as _pytypes
+from typing import Any, Callable
+
+import jaxdali.ops  # noqa: F401  (registers the operators)
+from jaxdali.ops.readers.external_source import external_source
+from jaxdali.ops.schema import REQUIRED, OpSchema, registry
+from jaxdali.pipeline.graph import add_op
+
+__all__ = ["external_source"]
+
+
+def _make_function(schema: OpSchema) -> Callable:
+    def operator_function(*inputs: Any, **kwargs: Any):
+        outputs = add_op(schema, inputs, kwargs)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    leaf = schema.name.rsplit(".", 1)[-1]
+    operator_function.__name__ = leaf
+    operator_function.__qualname__ = leaf
+    operator_function.__module__ = "jaxdali.fn"
+    operator_function.__doc__ = schema.docstring()
+    params = [inspect.Parameter("inputs", inspect.Parameter.VAR_POSITIONAL),
+              inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None),
+              inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None)]
+    params += [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
+                                 default=inspect.Parameter.empty if a.default is REQUIRED else a.default)
+               for a in schema.all_args]
+    operator_function.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return operator_function
+
+
+def _namespace(path: str) -> _pytypes.ModuleType:
+    """The (sub)module ``jaxdali.fn.<path>``, created on first use so ``import jaxdali.fn.readers`` works."""
+    module = sys.modules[__name__]
+    full = __name__
+    for part in path.split(".") if path else []:
+        full = f"{full}.{part}"
+        child = getattr(module, part, None)
+        if child is None:
+            child = _pytypes.ModuleType(full, f"jaxdali.fn.{full.split('.', 2)[-1]} operators")
+            sys.modules[full] = child
+            setattr(module, part, child)
+            if module is sys.modules[__name__]:
+                __all__.append(part)
+        module = child
+    return module
+
+
+for _name, _schema in registry().items():
+    if _name.startswith("_") or _name == "external_source":
+        continue
+    _parent, _, _leaf = _name.rpartition(".")
+    setattr(_namespace(_parent), _leaf, _make_function(_schema))
+    if not _parent:
+        __all__.append(_leaf)

@@ -1,0 +1,4 @@
+"""Operator implementations; importing this package registers every operator schema."""
+
+from jaxdali.ops import arithmetic, random, transfer  # noqa: F401
+from jaxdali.ops.readers import external_source, file  # noqa: F401

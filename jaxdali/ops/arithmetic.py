@@ -1,0 +1,275 @@
+"""Constants, elementwise arithmetic on DataNodes, and per-sample indexing/slicing (``node[a:b, i]``).
+
+Type promotion follows DALI: Python ints are int32 and floats float32; mixing integers and floats
+gives the float type; ``/`` of integers gives float32; comparisons give bool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jaxdali.ops.operator import Operator
+from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
+from jaxdali.pipeline.tensors import TensorListCPU
+
+__all__ = ["binary", "unary", "subscript", "CONSTANT", "BINARY", "UNARY", "SUBSCRIPT"]
+
+_BINARY_FUNCS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "fdiv": "true_divide", "div": "floor_divide",
+    "mod": "mod", "pow": "power", "bitand": "bitwise_and", "bitor": "bitwise_or", "bitxor": "bitwise_xor",
+    "eq": "equal", "neq": "not_equal", "lt": "less", "leq": "less_equal", "gt": "greater", "geq": "greater_equal",
+}
+_COMPARISONS = {"eq", "neq", "lt", "leq", "gt", "geq"}
+_FLOAT_RANK = {np.dtype(np.float16): 0, np.dtype(np.float32): 1, np.dtype(np.float64): 2}
+
+
+def _promote(op: str, a: np.dtype, b: np.dtype) -> tuple[np.dtype, np.dtype]:
+    """(computation dtype, result dtype) for a binary operation."""
+    floats = [d for d in (a, b) if d.kind == "f"]
+    if floats:
+        compute = max(floats, key=lambda d: _FLOAT_RANK[d])
+    elif op == "fdiv":
+        compute = np.dtype(np.float32)
+    elif a == b:
+        compute = a
+    else:
+        compute = np.result_type(a, b)
+        if compute.kind == "f":  # uint64 with a signed type: NumPy would go to float64
+            compute = np.dtype(np.int64)
+    return compute, (np.dtype(np.bool_) if op in _COMPARISONS else compute)
+
+
+def _align(x, rank: int, xp):
+    """Inserts singleton axes after the batch axis so per-sample shapes broadcast NumPy-style."""
+    missing = rank - (x.ndim - 1)
+    if missing <= 0:
+        return x
+    return xp.reshape(x, (x.shape[0],) + (1,) * missing + tuple(x.shape[1:]))
+
+
+class Constant(Operator):
+    """Every sample is the same array."""
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        self._value = np.asarray(node.args["value"])
+
+    def run(self, ctx, inputs, args):
+        n = ctx.batch_size
+        return TensorListCPU(np.broadcast_to(self._value, (n,) + self._value.shape), self.args["layout"])
+
+
+CONSTANT = register(OpSchema(
+    name="_constant", impl=Constant, min_inputs=0, max_inputs=0,
+    doc="A constant batch: every sample equals `value`.",
+    args=(Arg("value", "any", REQUIRED, "The value of every sample."),
+          Arg("layout", "str", "", "Layout of each sample."))))
+
+
+class Binary(Operator):
+    """Elementwise binary arithmetic with per-sample NumPy broadcasting."""
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        self._op = node.args["op"]
+        self._func = _BINARY_FUNCS[self._op]
+
+    def run(self, ctx, inputs, args):
+        a, b = inputs
+        compute, result = _promote(self._op, a.np_dtype, b.np_dtype)
+        func = getattr(np, self._func)
+        layout = a.layout() if a.ndim >= b.ndim else b.layout()
+        da, db = a.dense(), b.dense()
+        if da is not None and db is not None:
+            rank = max(da.ndim, db.ndim) - 1
+            out = func(_align(da, rank, np).astype(compute, copy=False), _align(db, rank, np).astype(compute, copy=False))
+            return TensorListCPU(out.astype(result, copy=False), layout)
+        if len(a) != len(b):
+            raise ValueError(f"fn.{self.node.schema.name}: operands have {len(a)} and {len(b)} samples")
+        samples = [func(x.astype(compute, copy=False), y.astype(compute, copy=False)).astype(result, copy=False)
+                   for x, y in zip(a.samples(), b.samples())]
+        return TensorListCPU(samples, layout)
+
+    def run_jax(self, inputs, args):
+        import jax.numpy as jnp
+
+        a, b = inputs
+        compute, result = _promote(self._op, np.dtype(a.dtype), np.dtype(b.dtype))
+        rank = max(a.ndim, b.ndim) - 1
+        out = getattr(jnp, self._func)(_align(a, rank, jnp).astype(compute), _align(b, rank, jnp).astype(compute))
+        return [out.astype(result)]
+
+    def output_layouts(self, input_layouts):
+        return [max(input_layouts, key=len)]
+
+
+BINARY = register(OpSchema(
+    name="_arithmetic", impl=Binary, devices=("cpu", "gpu"), min_inputs=2, max_inputs=2,
+    doc="Elementwise arithmetic between two batches (what `a + b`, `a < b`, ... create).",
+    args=(Arg("op", "str", REQUIRED, "The operation.", choices=tuple(_BINARY_FUNCS)),)))
+
+
+class Unary(Operator):
+    def run(self, ctx, inputs, args):
+        (a,) = inputs
+        d = a.dense()
+        if d is not None:
+            return TensorListCPU(np.negative(d), a.layout())
+        return TensorListCPU([np.negative(s) for s in a.samples()], a.layout())
+
+    def run_jax(self, inputs, args):
+        return [-inputs[0]]
+
+
+UNARY = register(OpSchema(
+    name="_arithmetic_unary", impl=Unary, devices=("cpu", "gpu"),
+    doc="Elementwise negation (what `-a` creates).",
+    args=(Arg("op", "str", "neg", "The operation.", choices=("neg",)),)))
+
+
+def _operand(value: Any):
+    from jaxdali.pipeline.graph import DataNode, constant_node
+    from jaxdali.types import ScalarConstant
+
+    if isinstance(value, DataNode):
+        return value
+    if isinstance(value, ScalarConstant):
+        return constant_node(value.as_array())
+    arr = np.asarray(value)
+    if arr.dtype == object:
+        raise TypeError(f"cannot use {value!r} in pipeline arithmetic")
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype == np.int64:
+        arr = arr.astype(np.int32)
+    return constant_node(arr)
+
+
+def _place(node, device: str):
+    return node.gpu() if device == "gpu" else node
+
+
+def binary(a: Any, b: Any, op: str):
+    """``a <op> b`` as a new node; constants are placed next to the node operand."""
+    from jaxdali.pipeline.graph import add_op
+
+    na, nb = _operand(a), _operand(b)
+    device = "gpu" if "gpu" in (na.device, nb.device) else "cpu"
+    return add_op(BINARY, [_place(na, device), _place(nb, device)], {"op": op})[0]
+
+
+def unary(a: Any, op: str):
+    from jaxdali.pipeline.graph import add_op
+
+    return add_op(UNARY, [_operand(a)], {"op": op})[0]
+
+
+# -- subscripts -----------------------------------------------------------------------------------------
+
+_MAX_AXES = 8
+_NODE = "node"
+
+
+class Subscript(Operator):
+    """Per-sample indexing: integers remove an axis, slices keep it (bounds clamp as in Python)."""
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        self._spec = node.args["spec"]
+        self._dynamic = bool(node.arg_inputs)
+
+    def _index_for(self, args, i: int | None) -> tuple:
+        index = []
+        for axis, entry in enumerate(self._spec):
+            if entry[0] == "at":
+                v = entry[1] if entry[1] != _NODE else int(np.asarray(args.sample_value(f"at_{axis}", i)).reshape(()))
+                index.append(v)
+            else:
+                bounds = []
+                for key, v in zip(("lo", "hi", "step"), entry[1:]):
+                    bounds.append(int(np.asarray(args.sample_value(f"{key}_{axis}", i)).reshape(()))
+                                  if v == _NODE else v)
+                index.append(slice(*bounds))
+        return tuple(index)
+
+    def _check(self, shape: tuple, index: tuple, i: int) -> None:
+        if len(index) > len(shape):
+            raise IndexError(f"fn.{self.node.schema.name}: {len(index)} indices for a sample of shape {shape}")
+        for axis, (v, extent) in enumerate(zip(index, shape)):
+            if isinstance(v, int) and not -extent <= v < extent:
+                raise IndexError(f"fn.{self.node.schema.name}: index {v} out of range for axis {axis} of "
+                                 f"extent {extent} in sample {i}")
+
+    def run(self, ctx, inputs, args):
+        (a,) = inputs
+        layout = self._out_layout(a.layout())
+        dense = a.dense()
+        if dense is not None and not self._dynamic:
+            index = self._index_for(args, None)
+            self._check(dense.shape[1:], index, 0)
+            return TensorListCPU(dense[(slice(None),) + index], layout)
+        out = []
+        for i, s in enumerate(a.samples()):
+            index = self._index_for(args, i)
+            self._check(s.shape, index, i)
+            out.append(s[index])
+        return TensorListCPU(out, layout)
+
+    def _out_layout(self, layout: str) -> str:
+        if not layout:
+            return ""
+        kept = [c for c, entry in zip(layout, self._spec) if entry[0] != "at"]
+        return "".join(kept) + layout[len(self._spec):]
+
+    def output_layouts(self, input_layouts):
+        return [self._out_layout(input_layouts[0])]
+
+    @property
+    def run_jax(self):
+        return None if self._dynamic else self._run_jax
+
+    def _run_jax(self, inputs, args):
+        index = self._index_for(args, None)
+        return [inputs[0][(slice(None),) + index]]
+
+
+SUBSCRIPT = register(OpSchema(
+    name="_subscript", impl=Subscript, devices=("cpu", "gpu"),
+    doc="Per-sample indexing and slicing (what `node[...]` creates).",
+    args=(Arg("spec", "any", REQUIRED, "Per-axis index description."),)
+    + tuple(Arg(f"{k}_{axis}", "int", None, f"Per-sample {k} bound of axis {axis}.", tensor=True)
+            for axis in range(_MAX_AXES) for k in ("at", "lo", "hi", "step"))))
+
+
+def subscript(node, index: Any):
+    """``node[index]``: per-sample integer indices and slices; bounds may be DataNodes."""
+    from jaxdali.pipeline.graph import DataNode, add_op
+
+    entries = index if isinstance(index, tuple) else (index,)
+    if len(entries) > _MAX_AXES:
+        raise IndexError(f"at most {_MAX_AXES} indices are supported, got {len(entries)}")
+    spec = []
+    kwargs: dict[str, Any] = {}
+
+    def bound(v: Any, name: str):
+        if v is None:
+            return None
+        if isinstance(v, DataNode):
+            kwargs[name] = v.cpu() if v.device == "gpu" else v
+            return _NODE
+        if isinstance(v, (int, np.integer)):
+            return int(v)
+        raise OpArgumentError(f"subscript bounds must be integers or DataNodes, got {v!r}")
+
+    for axis, e in enumerate(entries):
+        if isinstance(e, slice):
+            spec.append(("slice", bound(e.start, f"lo_{axis}"), bound(e.stop, f"hi_{axis}"),
+                         bound(e.step, f"step_{axis}")))
+        elif e is Ellipsis or e is None:
+            raise IndexError("`...` and `None` are not supported in DataNode subscripts; index each axis")
+        else:
+            spec.append(("at", bound(e, f"at_{axis}")))
+    kwargs["spec"] = tuple(spec)
+    return add_op(SUBSCRIPT, [node], kwargs)[0]

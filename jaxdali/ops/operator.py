@@ -1,0 +1,157 @@
+"""Runtime side of operators: the ``Operator`` base class, argument values and the per-iteration context."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from jaxdali.ops import rng
+
+if TYPE_CHECKING:
+    from jaxdali.pipeline.graph import OpNode
+    from jaxdali.pipeline.tensors import TensorListCPU
+
+__all__ = ["Operator", "BuildContext", "RunContext", "ArgValues"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildContext:
+    """What an operator may know about its pipeline when it is built."""
+
+    max_batch_size: int
+    num_threads: int
+    seed: int
+    pipeline_name: str = ""
+    py_num_workers: int = 1
+    py_start_method: str = "fork"
+
+
+@dataclasses.dataclass
+class RunContext:
+    """One iteration of a pipeline as seen by its operators.
+
+    Attributes:
+      iteration: index of this batch since the pipeline started (never resets; drives random numbers).
+      epoch: external-source epoch (``Pipeline.reset()`` count).
+      iteration_in_epoch: index of this batch within the external-source epoch.
+      batch_size: samples in this iteration (may be below ``max_batch_size`` for external sources).
+      max_batch_size: the pipeline's batch size.
+      parallel_for: runs ``fn(start, stop)`` over chunks of ``range(n)`` on the shared worker pool.
+    """
+
+    iteration: int
+    epoch: int
+    iteration_in_epoch: int
+    batch_size: int
+    max_batch_size: int
+    parallel_for: Callable[[Callable[[int, int], None], int], None]
+
+    def sample_keys(self, seed: int) -> np.ndarray:
+        """Per-sample random keys for an operator seeded with ``seed`` (see ``jaxdali.ops.rng``)."""
+        return rng.sample_keys(seed, self.iteration, self.batch_size)
+
+
+class ArgValues(Mapping[str, Any]):
+    """An operator's arguments for one iteration: constants plus per-sample argument inputs."""
+
+    def __init__(self, op: str, constants: Mapping[str, Any], per_sample: Mapping[str, "TensorListCPU"],
+                 batch_size: int):
+        self._op = op
+        self._constants = constants
+        self._per_sample = per_sample
+        self._n = batch_size
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._per_sample:
+            raise KeyError(f"fn.{self._op}: argument '{name}' is per-sample here; use per_sample('{name}')")
+        return self._constants[name]
+
+    def __iter__(self):
+        return iter(set(self._constants) | set(self._per_sample))
+
+    def __len__(self) -> int:
+        return len(set(self._constants) | set(self._per_sample))
+
+    def is_per_sample(self, name: str) -> bool:
+        return name in self._per_sample
+
+    def given(self, name: str) -> bool:
+        """Whether the argument was set (as a constant or per sample)."""
+        return name in self._per_sample or self._constants.get(name) is not None
+
+    def per_sample(self, name: str, dtype: Any = np.float32, shape: Sequence[int] = ()) -> np.ndarray:
+        """The argument for every sample, shape ``(batch_size, *shape)``; constants are broadcast.
+
+        A per-sample input whose samples hold ``prod(shape)`` elements is reshaped to ``shape``, so a
+        (1,)-shaped sample works as a scalar.
+        """
+        shape = tuple(shape)
+        if name in self._per_sample:
+            tl = self._per_sample[name]
+            if len(tl) != self._n:
+                raise ValueError(
+                    f"fn.{self._op}: argument input '{name}' has {len(tl)} samples, but the batch has {self._n}")
+            try:
+                arr = np.stack([np.asarray(s).reshape(shape) for s in tl.samples()]) if self._n else \
+                    np.zeros((0,) + shape)
+            except ValueError:
+                got = sorted({tuple(np.shape(s)) for s in tl.samples()})
+                raise ValueError(
+                    f"fn.{self._op}: argument input '{name}' must have samples of shape {shape} "
+                    f"(or the same number of elements), got shapes {got}") from None
+            return arr.astype(dtype, copy=False)
+        value = self._constants.get(name)
+        if value is None:
+            raise KeyError(f"fn.{self._op}: argument '{name}' is not set")
+        arr = np.asarray(value, dtype=dtype)
+        if arr.size == 1 and shape:
+            arr = np.full(shape, arr.reshape(()), dtype=dtype)
+        return np.broadcast_to(arr.reshape(shape), (self._n,) + shape)
+
+    def sample_value(self, name: str, i: int) -> Any:
+        """The value for sample ``i``: the constant, or that sample's array."""
+        if name in self._per_sample:
+            return np.asarray(self._per_sample[name].at(i))
+        return self._constants.get(name)
+
+
+class Operator:
+    """Base class of operator implementations; one instance per operator node, built by ``Pipeline.build``.
+
+    Subclasses implement ``run`` (host) and optionally ``run_jax`` (fused device stage). Stateful
+    operators (readers, external sources) implement ``state``/``restore`` with plain JSON data.
+    """
+
+    def __init__(self, node: "OpNode", build: BuildContext):
+        self.node = node
+        self.name = node.display_name
+        self.args = node.args
+        self.build_ctx = build
+        seed = node.args.get("seed")
+        self.seed = int(seed) if seed is not None and seed >= 0 else rng.derive_seed(build.seed, node.id)
+
+    def run(self, ctx: RunContext, inputs: list, args: ArgValues) -> Any:
+        """Computes one batch; returns a TensorList or a list of them (one per output)."""
+        raise NotImplementedError(f"{self.name} has no host implementation")
+
+    #: A device implementation: ``run_jax(inputs: list[jax.Array], args: JaxArgs) -> list[jax.Array]``.
+    run_jax: Callable | None = None
+
+    def output_layouts(self, input_layouts: list[str]) -> list[str]:
+        """Layouts of the device implementation's outputs (default: the first input's layout)."""
+        return [input_layouts[0] if input_layouts else ""] * len(self.node.outputs)
+
+    def state(self) -> dict | None:
+        """Plain JSON-able state after the last produced batch; None for stateless operators."""
+        return None
+
+    def restore(self, state: dict) -> None:
+        """Sets the state saved by ``state``."""
+
+    def start_epoch(self, epoch: int) -> None:
+        """Called by ``Pipeline.reset()`` when a new external-source epoch starts."""
+
+    def close(self) -> None:
+        """Releases resources (processes, files)."""

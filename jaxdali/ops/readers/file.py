@@ -1,0 +1,140 @@
+"""``fn.readers.file``: encoded files and integer labels from a class-folder tree, a list file or lists."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+
+import numpy as np
+
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
+from jaxdali.pipeline.tensors import TensorListCPU
+
+__all__ = ["FILE_READER", "list_class_folders", "parse_file_list"]
+
+DEFAULT_FILE_FILTERS = ("*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm",
+                        "*.jp2", "*.webp", "*.flac", "*.ogg", "*.wav")
+
+
+def _matcher(patterns, case_sensitive: bool):
+    regex = re.compile("|".join(fnmatch.translate(p) for p in patterns), 0 if case_sensitive else re.IGNORECASE)
+    return lambda name: regex.match(name) is not None
+
+
+def list_class_folders(root: str, file_filters=DEFAULT_FILE_FILTERS, dir_filters=None,
+                       case_sensitive: bool = False) -> tuple[list[str], list[int]]:
+    """Files one level below ``root``: class folders sorted by name, label = folder index.
+
+    Files directly under ``root`` and deeper folders are ignored; files within a folder are sorted.
+    """
+    match_file = _matcher(file_filters, case_sensitive)
+    match_dir = _matcher(dir_filters, case_sensitive) if dir_filters else (lambda _: True)
+    with os.scandir(root) as it:
+        classes = sorted(e.name for e in it if e.is_dir() and match_dir(e.name))
+    paths: list[str] = []
+    labels: list[int] = []
+    for label, cls in enumerate(classes):
+        folder = os.path.join(root, cls)
+        with os.scandir(folder) as it:
+            names = sorted(e.name for e in it if e.is_file() and match_file(e.name))
+        paths.extend(os.path.join(folder, n) for n in names)
+        labels.extend([label] * len(names))
+    return paths, labels
+
+
+_LIST_LINE = re.compile(r"^(.*\S)\s+(-?\d+)\s*$")
+
+
+def parse_file_list(list_path: str, base_dir: str | None) -> tuple[list[str], list[int]]:
+    """Parses ``path label`` lines, reading each from its end, so paths may contain spaces.
+
+    Empty lines are skipped; relative paths are joined to ``base_dir`` (default: the list's folder).
+    """
+    base = base_dir if base_dir is not None else os.path.dirname(os.path.abspath(list_path))
+    paths, labels = [], []
+    with open(list_path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            m = _LIST_LINE.match(line.rstrip("\r\n"))
+            if m is None:
+                raise ValueError(f"fn.readers.file: line {lineno} of file_list {list_path!r} is not "
+                                 f"'<path> <integer label>': {line.rstrip()!r}")
+            path = m.group(1).lstrip()
+            paths.append(path if os.path.isabs(path) else os.path.join(base, path))
+            labels.append(int(m.group(2)))
+    return paths, labels
+
+
+class FileReader(Reader):
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        a = self.args
+        root, file_list, files, labels = a["file_root"], a["file_list"], a["files"], a["labels"]
+        if labels is not None and files is None:
+            raise OpArgumentError("fn.readers.file: 'labels' can only be used together with 'files'")
+        if file_list is not None and files is not None:
+            raise OpArgumentError("fn.readers.file: 'file_list' and 'files' are mutually exclusive")
+        if file_list is not None:
+            paths, label_list = parse_file_list(file_list, root)
+            where = f"file_list {file_list!r}"
+        elif files is not None:
+            paths = [f if os.path.isabs(f) or root is None else os.path.join(root, f) for f in files]
+            if labels is not None and len(labels) != len(files):
+                raise OpArgumentError(f"fn.readers.file: 'files' has {len(files)} entries but 'labels' has {len(labels)}")
+            label_list = list(labels) if labels is not None else list(range(len(files)))
+            where = "'files'"
+        elif root is not None:
+            if not os.path.isdir(root):
+                raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
+            paths, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
+            where = f"class folders of {root!r} matching {list(a['file_filters'])}"
+        else:
+            raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
+        if not paths:
+            raise RuntimeError(f"fn.readers.file: No files found in {where}")
+        self.paths = paths
+        self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
+        self.num_samples = len(paths)
+        self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
+
+    def load(self, ctx, indices):
+        n = len(indices)
+        contents: list = [None] * n
+        paths = self.paths
+
+        def read(start: int, stop: int) -> None:
+            for i in range(start, stop):
+                path = paths[indices[i]]
+                try:
+                    with open(path, "rb") as f:
+                        contents[i] = np.frombuffer(f.read(), dtype=np.uint8)
+                except OSError as e:
+                    e.add_note(f"fn.readers.file: reading sample {int(indices[i])} ({path!r})")
+                    raise
+
+        ctx.parallel_for(read, n)
+        data = TensorListCPU(contents)
+        data.source_info = [paths[i] for i in indices]
+        return data, TensorListCPU(self.labels[indices])
+
+
+FILE_READER = register(OpSchema(
+    name="readers.file", impl=FileReader, min_inputs=0, max_inputs=0, num_outputs=2, is_source=True,
+    doc=("Reads files and labels. Outputs the raw bytes of each file (1-D uint8) and its label "
+         "(int32 of shape (1,))."),
+    args=(
+        Arg("file_root", "str", None, "Root folder: class sub-folders (sorted; label = folder index), or the base "
+            "of relative paths in 'file_list'/'files'."),
+        Arg("file_list", "str", None, "Text file of '<path> <label>' lines."),
+        Arg("files", "strs", None, "Explicit list of file paths."),
+        Arg("labels", "ints", None, "Labels for 'files' (default: the file's index)."),
+        Arg("file_filters", "strs", DEFAULT_FILE_FILTERS, "Glob patterns of files to take from class folders."),
+        Arg("dir_filters", "strs", None, "Glob patterns of class folders to take."),
+        Arg("case_sensitive_filter", "bool", False, "Match the filters case-sensitively."),
+        Arg("shuffle_after_epoch", "bool", False,
+            "Reshuffle the whole list every epoch, identically on all shards (implies stick_to_shard)."),
+        Arg("shuffle_after_epoch_seed", "int", None, "Base seed of the shuffle_after_epoch orders."),
+    ) + LOADER_ARGS))

@@ -1,0 +1,177 @@
+"""The device stage: ``.gpu()`` data and ``device="gpu"`` operators on the pipeline's JAX device.
+
+Within one iteration, consecutive device operators that have a JAX implementation and dense inputs
+are recorded into a small program instead of running at once. The program is compiled with
+``jax.jit`` once per structure (XLA caches per input shapes) and runs when its results are needed,
+so one transfer of the host data (usually uint8) feeds one fused computation. Operators that
+change shapes per sample (decoders, resize, crops) have no JAX implementation: their "gpu" output
+stays in host memory until it becomes dense or reaches the pipeline output, where it is placed on
+the device.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+
+if TYPE_CHECKING:
+    from jaxdali.ops.operator import Operator
+
+__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "jax_device"]
+
+_log = logging.getLogger("jaxdali")
+
+
+def jax_device(device_id: int | None):
+    """The JAX device that ``device_id`` names: the ``device_id``-th local device (0 when unset)."""
+    import jax
+
+    devices = jax.local_devices()
+    index = 0 if device_id is None or device_id < 0 else device_id
+    if index >= len(devices):
+        raise RuntimeError(
+            f"device_id={device_id} names local JAX device {index}, but this process has {len(devices)} "
+            f"local devices: {devices}")
+    return devices[index]
+
+
+class DeviceValue:
+    """A batch placed (logically) on the device: host data not yet moved, a pending program value,
+    or a materialised ``jax.Array``."""
+
+    __slots__ = ("host", "ref", "array", "layout")
+
+    def __init__(self, host: TensorListCPU | None = None, ref: int | None = None, array: Any = None,
+                 layout: str = ""):
+        self.host = host
+        self.ref = ref
+        self.array = array
+        self.layout = host.layout() if host is not None else layout
+
+    def is_dense(self) -> bool:
+        return self.host is None or self.host.is_dense_tensor()
+
+    def __len__(self) -> int:
+        if self.host is not None:
+            return len(self.host)
+        raise TypeError("length of a pending device value is not known on the host")
+
+
+class JaxArgValues:
+    """Arguments of a device operator inside the traced program (mirrors ``ArgValues``)."""
+
+    def __init__(self, op: str, constants: Mapping[str, Any], per_sample: Mapping[str, Any], batch_size: int):
+        self._op = op
+        self._constants = constants
+        self._per_sample = per_sample
+        self._n = batch_size
+
+    def __getitem__(self, name: str) -> Any:
+        return self._constants[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._constants.get(name, default)
+
+    def is_per_sample(self, name: str) -> bool:
+        return name in self._per_sample
+
+    def given(self, name: str) -> bool:
+        return name in self._per_sample or self._constants.get(name) is not None
+
+    def per_sample(self, name: str, dtype: Any = np.float32, shape: Sequence[int] = ()):
+        import jax.numpy as jnp
+
+        shape = tuple(shape)
+        if name in self._per_sample:
+            return jnp.reshape(self._per_sample[name], (self._n,) + shape).astype(dtype)
+        value = jnp.asarray(np.asarray(self._constants[name], dtype=dtype))
+        if value.size == 1 and shape:
+            value = jnp.full(shape, value.reshape(()), dtype=dtype)
+        return jnp.broadcast_to(value.reshape(shape), (self._n,) + shape)
+
+
+class DeviceProgram:
+    """Device operators recorded during one iteration, run as one jitted function."""
+
+    def __init__(self, device, cache: dict):
+        self._device = device
+        self._cache = cache
+        self._leaves: list[np.ndarray] = []
+        self._steps: list[tuple] = []
+        self._num_values = 0
+        self._results: dict[int, Any] = {}
+
+    def leaf(self, array: np.ndarray) -> int:
+        """Registers host data that the program reads; returns its value reference."""
+        self._leaves.append(array)
+        ref = self._new_values(1)[0]
+        self._steps.append(("leaf", len(self._leaves) - 1, ref))
+        return ref
+
+    def record(self, op: "Operator", batch_size: int, input_refs: Sequence[int], arg_refs: Mapping[str, int],
+               num_outputs: int) -> list[int]:
+        outs = self._new_values(num_outputs)
+        self._steps.append(("op", op, batch_size, tuple(input_refs), tuple(sorted(arg_refs.items())), tuple(outs)))
+        return outs
+
+    def _new_values(self, n: int) -> list[int]:
+        refs = list(range(self._num_values, self._num_values + n))
+        self._num_values += n
+        return refs
+
+    def empty(self) -> bool:
+        return not any(step[0] == "op" for step in self._steps) and not self._leaves
+
+    def run(self, wanted: Sequence[int]) -> dict[int, Any]:
+        """Executes the recorded steps; returns the jax arrays of the ``wanted`` references."""
+        import jax
+
+        wanted = tuple(sorted(set(wanted)))
+        missing = tuple(r for r in wanted if r not in self._results)
+        if not missing:
+            return {r: self._results[r] for r in wanted}
+        structure = tuple(
+            (s[0], s[1].node.id, s[2], s[3], s[4], s[5]) if s[0] == "op" else s for s in self._steps) + (missing,)
+        fn = self._cache.get(structure)
+        if fn is None:
+            fn = jax.jit(_replay_fn(list(self._steps), missing))
+            self._cache[structure] = fn
+        leaves = jax.device_put(self._leaves, self._device)
+        results = fn(*leaves)
+        self._results.update(zip(missing, results))
+        return {r: self._results[r] for r in wanted}
+
+
+def _replay_fn(steps: list[tuple], wanted: tuple[int, ...]):
+    def program(*leaves):
+        values: dict[int, Any] = {}
+        for step in steps:
+            if step[0] == "leaf":
+                values[step[2]] = leaves[step[1]]
+                continue
+            _, op, batch_size, input_refs, arg_refs, outs = step
+            inputs = [values[r] for r in input_refs]
+            per_sample = {name: values[r] for name, r in arg_refs}
+            args = JaxArgValues(op.node.schema.name, op.args, per_sample, batch_size)
+            results = op.run_jax(inputs, args)
+            if not isinstance(results, (list, tuple)):
+                results = [results]
+            for r, v in zip(outs, results):
+                values[r] = v
+        return tuple(values[r] for r in wanted)
+
+    return program
+
+
+def place_on_device(host: TensorListCPU, device) -> TensorListGPU:
+    """Moves a host batch to the device: one transfer when dense, one per sample otherwise."""
+    import jax
+
+    dense = host.dense()
+    if dense is not None:
+        return TensorListGPU(jax.device_put(dense, device), host.layout())
+    return TensorListGPU(jax.device_put(host.samples(), device), host.layout())

@@ -1,0 +1,239 @@
+"""The process-wide worker pool and the per-pipeline prefetching producer thread.
+
+One worker pool serves every pipeline of the process: operators split a batch into a few chunks
+(about one per thread) and the inner calls (file reads, decoding, OpenCV, NumPy) release the GIL.
+Each pipeline has one producer thread that keeps up to ``prefetch_queue_depth`` finished batches
+ahead; every queued batch carries the pipeline state *after* it, so a checkpoint describes what the
+consumer took, never what was prefetched.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import logging
+import sys
+import threading
+from typing import Any, Callable
+
+__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced"]
+
+_log = logging.getLogger("jaxdali")
+
+
+class WorkerPool:
+    """A thread pool that grows to the largest ``num_threads`` any pipeline asked for.
+
+    The calling thread always processes the first chunk itself, so a pipeline with ``num_threads=n``
+    uses at most ``n - 1`` pool threads at a time.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._size = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def ensure(self, num_threads: int) -> None:
+        """Makes sure ``num_threads - 1`` pool threads can run at once."""
+        wanted = max(0, num_threads - 1)
+        with self._lock:
+            if wanted <= self._size:
+                return
+            old = self._executor
+            self._executor = concurrent.futures.ThreadPoolExecutor(wanted, thread_name_prefix="jaxdali-worker")
+            self._size = wanted
+        if old is not None:
+            old.shutdown(wait=False)
+
+    def parallel_for(self, fn: Callable[[int, int], None], n: int, num_chunks: int) -> None:
+        """Runs ``fn(start, stop)`` over ``num_chunks`` contiguous chunks of ``range(n)`` and waits.
+
+        The first exception raised by any chunk is re-raised here with its original traceback.
+        """
+        chunks = min(num_chunks, n, self._size + 1)
+        if chunks <= 1:
+            if n:
+                fn(0, n)
+            return
+        bounds = [(i * n // chunks, (i + 1) * n // chunks) for i in range(chunks)]
+        executor = self._executor
+        futures = [executor.submit(fn, lo, hi) for lo, hi in bounds[1:]]
+        error: BaseException | None = None
+        try:
+            fn(*bounds[0])
+        except BaseException as e:  # noqa: BLE001 - re-raised below after the other chunks finish
+            error = e
+        for f in futures:
+            try:
+                f.result()
+            except BaseException as e:  # noqa: BLE001
+                error = error or e
+        if error is not None:
+            raise error
+
+    def shutdown(self) -> None:
+        with self._lock:
+            executor, self._executor, self._size = self._executor, None, 0
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+
+_POOL = WorkerPool()
+
+
+def worker_pool() -> WorkerPool:
+    """The process-wide worker pool (created lazily; threads start on first use)."""
+    return _POOL
+
+
+def shutdown_worker_pool() -> None:
+    """Stops the pool's threads; the pool restarts on the next use. Safe to call repeatedly."""
+    _POOL.shutdown()
+
+
+@dataclasses.dataclass
+class Produced:
+    """One entry of a prefetch queue: a batch and the state after it, or the end of data, or an error."""
+
+    outputs: Any = None
+    state: Any = None
+    error: BaseException | None = None
+    end: bool = False
+
+
+class Prefetcher:
+    """Runs ``produce()`` on a producer thread, once per scheduled credit, queueing the results.
+
+    ``produce`` returns ``(outputs, state)`` or raises ``StopIteration`` at the end of the data; after
+    the end or an error the producer halts until ``resume()``. Holds no reference to the pipeline
+    facade, so dropping the pipeline can stop the thread (``weakref.finalize`` calls ``close``).
+    """
+
+    def __init__(self, produce: Callable[[], tuple[Any, Any]], name: str):
+        self._produce = produce
+        self._name = name
+        self._cond = threading.Condition()
+        self._credits = 0
+        self._queue: collections.deque[Produced] = collections.deque()
+        self._busy = False
+        self._halted = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    # -- consumer side --------------------------------------------------------------------------
+    def schedule(self, runs: int) -> None:
+        """Asks for ``runs`` more batches; starts the producer thread on first use."""
+        with self._cond:
+            self._check_open()
+            if self._halted:
+                return
+            self._credits += runs
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}")
+                self._thread.start()
+            self._cond.notify_all()
+
+    def get(self) -> Produced:
+        """Blocks until the next entry is ready and returns it."""
+        with self._cond:
+            while not self._queue:
+                self._check_open()
+                if self._credits == 0 and not self._busy:
+                    raise RuntimeError(
+                        "No pipeline run is scheduled: call schedule_run() before share_outputs()/outputs()")
+                self._cond.wait()
+            return self._queue.popleft()
+
+    def pending(self) -> int:
+        """Batches queued, running or scheduled."""
+        with self._cond:
+            return len(self._queue) + self._credits + int(self._busy)
+
+    def queued(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def resume(self) -> None:
+        """Clears the halt left by an end of data; drops queued end markers."""
+        with self._cond:
+            self._halted = False
+            self._queue = collections.deque(p for p in self._queue if not p.end)
+
+    def wait_idle(self) -> None:
+        """Waits until the producer has finished its current batch."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+
+    def discard(self) -> None:
+        """Drops all queued and scheduled work (the producer finishes its current batch first)."""
+        with self._cond:
+            self._credits = 0
+            while self._busy:
+                self._cond.wait()
+            self._queue.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"pipeline {self._name!r} is closed")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def close(self, timeout: float = 30.0) -> None:
+        """Stops the producer thread. Idempotent; skips the join during interpreter shutdown."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._credits = 0
+            self._queue.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is None or thread is threading.current_thread() or sys.is_finalizing():
+            return
+        thread.join(timeout)
+        if thread.is_alive():
+            raise TimeoutError(f"jaxdali producer thread {thread.name!r} did not stop within {timeout} s")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def wakeup(self) -> None:
+        """Wakes waiters (used when fed data arrives)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def condition(self) -> threading.Condition:
+        return self._cond
+
+    # -- producer side -----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (self._credits == 0 or self._halted):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                self._credits -= 1
+                self._busy = True
+            try:
+                outputs, state = self._produce()
+                item = Produced(outputs=outputs, state=state)
+            except StopIteration:
+                item = Produced(end=True)
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
+                item = Produced(error=e)
+            with self._cond:
+                self._busy = False
+                if not self._closed:
+                    self._queue.append(item)
+                    if item.end or item.error is not None:
+                        self._halted = True
+                        self._credits = 0
+                self._cond.notify_all()

@@ -1,0 +1,532 @@
+"""``Pipeline``: graph definition scope, build, the run APIs, reader metadata and checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from jaxdali.ops.operator import BuildContext
+from jaxdali.ops.schema import OpSchema
+from jaxdali.pipeline import state as state_codec
+from jaxdali.pipeline.executor import Prefetcher, worker_pool
+from jaxdali.pipeline.graph import DataNode, GraphScope, OpNode, constant_node, current_graph, reachable_ops
+from jaxdali.pipeline.runner import GraphRunner
+from jaxdali.types import PipelineAPIType, to_dali_type
+
+__all__ = ["Pipeline", "IteratorAPI"]
+
+_log = logging.getLogger("jaxdali")
+
+_UNKNOWN_READER = 'Assert on "meta" failed: Operator {}  not found or does not expose valid metadata.'
+
+
+class Pipeline:
+    """A DALI-style data pipeline: a graph of operators run batch by batch with prefetching.
+
+    Define the graph inside ``with pipe:`` and ``pipe.set_outputs(...)``, or (more commonly) with the
+    ``@pipeline_def`` decorator. Driving styles: ``run()``; ``schedule_run()``/``share_outputs()``/
+    ``release_outputs()``/``outputs()``; or a framework iterator. A pipeline keeps the first style
+    it is used with ("Mixing pipeline API type" otherwise).
+
+    Args:
+      batch_size: maximum number of samples per batch (required, > 0).
+      num_threads: worker threads for per-sample host work (default: the number of CPU cores).
+      device_id: index of the local JAX device that ``.gpu()`` data and ``device="gpu"`` operators
+        use. None (default): no device unless the graph needs one, then the first local device.
+      seed: base seed of all random operators; None picks a random seed.
+      exec_pipelined, exec_async: when both are True (default), the pipeline computes
+        ``prefetch_queue_depth`` batches ahead on a producer thread; otherwise one at a time.
+      prefetch_queue_depth: batches computed ahead (int, or DALI's dict ``{"cpu_size": n, "gpu_size": m}``
+        whose ``cpu_size`` is used).
+      enable_checkpointing: record state so that ``checkpoint()`` works.
+      checkpoint: bytes from ``checkpoint()``; the pipeline resumes exactly where it was taken.
+      py_num_workers, py_start_method: process pool for ``external_source(parallel=True)``.
+      output_dtype, output_ndim, output_layout: per-output contracts checked for every batch (a
+        single value applies to all outputs).
+      bytes_per_sample, set_affinity, max_streams, default_cuda_stream_priority, enable_memory_stats,
+        exec_dynamic, experimental_exec_dynamic, stream_policy, concurrency, py_callback_pickler:
+        accepted for compatibility; they do not change results.
+
+    .. note::
+       Outputs stay valid after ``release_outputs()`` (as with DALI's dynamic executor).
+    """
+
+    def __init__(self, batch_size: int | None = None, num_threads: int | None = None, device_id: int | None = None,
+                 seed: int | None = None, exec_pipelined: bool = True, prefetch_queue_depth: int | dict = 2,
+                 exec_async: bool = True, bytes_per_sample: int = 0, set_affinity: bool = False,
+                 max_streams: int | None = None, default_cuda_stream_priority: int | None = None, *,
+                 enable_memory_stats: bool = False, enable_checkpointing: bool = False,
+                 checkpoint: bytes | str | None = None, py_num_workers: int = 1, py_start_method: str = "fork",
+                 py_callback_pickler: Any = None, output_dtype: Any = None, output_ndim: Any = None,
+                 output_layout: Any = None, exec_dynamic: bool | None = None,
+                 experimental_exec_dynamic: bool | None = None, stream_policy: Any = None, concurrency: Any = None):
+        if batch_size is None or isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size <= 0:
+            raise ValueError(f"Pipeline: batch_size must be a positive integer, got {batch_size!r}")
+        if num_threads is None or num_threads < 1:
+            num_threads = os.cpu_count() or 1
+        if isinstance(prefetch_queue_depth, dict):
+            depth = prefetch_queue_depth.get("cpu_size")
+            if depth is None:
+                raise ValueError(f"Pipeline: prefetch_queue_depth dict needs 'cpu_size', got {prefetch_queue_depth}")
+        else:
+            depth = prefetch_queue_depth
+        if isinstance(depth, bool) or int(depth) != depth or depth < 1:
+            raise ValueError(f"Pipeline: prefetch_queue_depth must be a positive integer, got {prefetch_queue_depth!r}")
+        if device_id is not None and (int(device_id) != device_id):
+            raise ValueError(f"Pipeline: device_id must be an integer or None, got {device_id!r}")
+        if py_start_method not in ("fork", "spawn", "forkserver"):
+            raise ValueError(f"Pipeline: py_start_method must be 'fork', 'spawn' or 'forkserver', got {py_start_method!r}")
+        self._max_batch_size = int(batch_size)
+        self._num_threads = int(num_threads)
+        self._device_id = None if device_id is None or device_id < 0 else int(device_id)
+        self._requested_seed = seed
+        self._seed = None if seed is None or seed < 0 else int(seed)
+        self._exec_pipelined = bool(exec_pipelined)
+        self._exec_async = bool(exec_async)
+        self._prefetch_queue_depth = prefetch_queue_depth
+        self._depth = int(depth) if (exec_pipelined and exec_async) else 1
+        self._exec_dynamic = exec_dynamic if exec_dynamic is not None else experimental_exec_dynamic
+        self._enable_checkpointing = bool(enable_checkpointing)
+        self._checkpoint_in = checkpoint
+        self._py_num_workers = int(py_num_workers)
+        self._py_start_method = py_start_method
+        self._output_contract = (output_dtype, output_ndim, output_layout)
+
+        self._ops: list[OpNode] = []
+        self._names: set[str] = set()
+        self._outputs: list[DataNode] | None = None
+        self._built = False
+        self._build_lock = threading.RLock()
+        self._runner: GraphRunner | None = None
+        self._prefetcher: Prefetcher | None = None
+        self._built_ops: dict[str, Any] = {}
+        self._api_type: PipelineAPIType | None = None
+        self._need_prefetch = True
+        self._last_iter = False
+        self._sticky_error: BaseException | None = None
+        self._consumed_state: dict | None = None
+        self._fingerprint: dict | None = None
+        self._restored = False
+        self._restored_iterator_data: Any = None
+        self._restored_iteration = 0
+        self._finalizer: weakref.finalize | None = None
+
+    # -- graph definition -------------------------------------------------------------------------------
+    def __enter__(self) -> "Pipeline":
+        return GraphScope(self).__enter__()
+
+    def __exit__(self, *exc) -> None:
+        GraphScope(self).__exit__(*exc)
+
+    @staticmethod
+    def current() -> "Pipeline | None":
+        """The pipeline whose graph is being defined on this thread (inside ``with pipe:``)."""
+        return current_graph()
+
+    def _graph_add(self, schema: OpSchema, device: str, name: str | None, inputs: list[DataNode],
+                   args: dict, arg_inputs: dict, preserve: bool) -> OpNode:
+        if self._built:
+            raise RuntimeError(f"fn.{schema.name}: cannot add operators to pipeline after it was built")
+        op_id = len(self._ops)
+        if name is None:
+            name = f"__{schema.name.replace('.', '_')}_{op_id}"
+        elif not isinstance(name, str):
+            raise TypeError(f"fn.{schema.name}: argument 'name' must be a string, got {name!r}")
+        if name in self._names:
+            raise RuntimeError(f"fn.{schema.name}: operator name {name!r} is not unique in the pipeline")
+        self._names.add(name)
+        node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve)
+        out_device = schema.output_device or ("cpu" if device == "cpu" else "gpu")
+        n_out = schema.outputs_for(args)
+        node.outputs = [DataNode(f"{name}[{i}]" if n_out > 1 else name, out_device, node, i) for i in range(n_out)]
+        self._ops.append(node)
+        return node
+
+    def set_outputs(self, *outputs: Any) -> None:
+        """Declares the pipeline outputs (DataNodes or constants)."""
+        nodes = []
+        with GraphScope(self):
+            for i, out in enumerate(outputs):
+                if isinstance(out, DataNode):
+                    nodes.append(out)
+                elif isinstance(out, (list, tuple)) and any(isinstance(x, DataNode) for x in out):
+                    raise TypeError(f"Pipeline output {i} is a {type(out).__name__} containing DataNodes; "
+                                    "return the nodes as separate outputs (a flat tuple)")
+                else:
+                    try:
+                        arr = np.asarray(out)
+                    except Exception:
+                        raise TypeError(f"Pipeline output {i} must be a DataNode or a constant, got {out!r}") from None
+                    if arr.dtype == object:
+                        raise TypeError(f"Pipeline output {i} must be a DataNode or a constant, got {out!r}")
+                    nodes.append(constant_node(arr))
+        self._outputs = nodes
+
+    def define_graph(self):
+        """Override in a subclass to define the graph (DALI's legacy style); returns the outputs."""
+        raise NotImplementedError
+
+    # -- build ------------------------------------------------------------------------------------------
+    def build(self) -> None:
+        """Validates the graph and prepares the operators. Idempotent; every run API calls it."""
+        with self._build_lock:
+            if self._built:
+                return
+            if self._outputs is None:
+                if type(self).define_graph is not Pipeline.define_graph:
+                    with self:
+                        outs = self.define_graph()
+                    self.set_outputs(*(outs if isinstance(outs, (list, tuple)) else (outs,)))
+                else:
+                    raise RuntimeError("Pipeline has no outputs: define the graph with @pipeline_def, "
+                                       "set_outputs() or define_graph()")
+            checkpoint = None
+            if self._checkpoint_in is not None:
+                checkpoint = state_codec.decode(self._checkpoint_in)
+                self._seed = int(checkpoint["pipeline"]["seed"])
+            if self._seed is None:
+                from jaxdali.ops import rng
+
+                self._seed = rng.random_seed()
+            ops = reachable_ops(self._outputs, [op for op in self._ops if op.preserve])
+            self._fingerprint = state_codec.fingerprint(
+                self._max_batch_size, [op.fingerprint() for op in ops], [o.name for o in self._outputs])
+            if checkpoint is not None:
+                diff = state_codec.describe_differences(checkpoint["fingerprint"], self._fingerprint)
+                if diff:
+                    raise state_codec.CheckpointError(
+                        "the checkpoint was taken from a different pipeline; it cannot be restored here:\n" + diff)
+            ctx = BuildContext(max_batch_size=self._max_batch_size, num_threads=self._num_threads, seed=self._seed,
+                               pipeline_name=self._display_name(), py_num_workers=self._py_num_workers,
+                               py_start_method=self._py_start_method)
+            built = []
+            try:
+                for node in ops:
+                    built.append((node, node.schema.impl(node, ctx)))
+            except BaseException:
+                for _, op in built:
+                    op.close()
+                raise
+            self._built_ops = {node.name: op for node, op in built}
+            pool = worker_pool()
+            pool.ensure(self._num_threads)
+            runner = GraphRunner(built, self._outputs, pool, self._num_threads, self._max_batch_size,
+                                 self._device_id, self._display_name())
+            if checkpoint is not None:
+                runner.restore(checkpoint["pipeline"]["runner"])
+                self._restored = True
+                self._restored_iterator_data = checkpoint.get("iterator")
+                self._restored_iteration = int(checkpoint["pipeline"]["runner"]["iteration"])
+                self._last_iter = bool(checkpoint["pipeline"].get("last_iter", False))
+            self._consumed_state = runner.snapshot()
+            contract = self._output_contract
+            n_outputs = len(self._outputs)
+
+            def produce():
+                outputs, snapshot = runner.run_iteration()
+                _check_output_contract(outputs, contract, n_outputs)
+                return outputs, snapshot
+
+            prefetcher = Prefetcher(produce, self._display_name())
+            self._runner, self._prefetcher = runner, prefetcher
+            self._finalizer = weakref.finalize(self, _shutdown, runner, prefetcher)
+            self._built = True
+
+    def _display_name(self) -> str:
+        return f"pipeline-{id(self):x}"
+
+    # -- API style lock ---------------------------------------------------------------------------------
+    def _use_api(self, api: PipelineAPIType) -> None:
+        if self._api_type is None:
+            self._api_type = api
+        elif self._api_type != api:
+            raise RuntimeError(f"Mixing pipeline API type. Currently used: {self._api_type}, "
+                               f"but trying to use {api}")
+
+    # -- running ----------------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        self.build()
+        if self._last_iter:
+            return
+        runs = self._depth if self._need_prefetch else 1
+        self._need_prefetch = False
+        self._prefetcher.schedule(runs)
+
+    def _share(self) -> tuple:
+        self.build()
+        if self._sticky_error is not None:
+            raise RuntimeError("the pipeline stopped after an earlier error (see the cause)") from self._sticky_error
+        if self._last_iter and self._prefetcher.queued() == 0:
+            raise StopIteration
+        item = self._prefetcher.get()
+        if item.end:
+            self._last_iter = True
+            raise StopIteration
+        if item.error is not None:
+            self._sticky_error = item.error
+            raise item.error
+        self._consumed_state = item.state
+        return tuple(item.outputs)
+
+    def schedule_run(self) -> None:
+        """Starts computing the next batch (the first call of an epoch prefetches ``prefetch_queue_depth``)."""
+        self._use_api(PipelineAPIType.SCHEDULED)
+        self._schedule()
+
+    def share_outputs(self) -> tuple:
+        """Waits for the next scheduled batch and returns its outputs (one TensorList per output)."""
+        self._use_api(PipelineAPIType.SCHEDULED)
+        return self._share()
+
+    def release_outputs(self) -> None:
+        """Hands the last shared batch back (its arrays remain valid)."""
+        self._use_api(PipelineAPIType.SCHEDULED)
+
+    def outputs(self) -> tuple:
+        """``release_outputs()`` followed by ``share_outputs()``."""
+        self._use_api(PipelineAPIType.SCHEDULED)
+        return self._share()
+
+    def run(self, **pipeline_inputs: Any) -> tuple:
+        """Runs one iteration and returns its outputs; keyword arguments feed named external sources.
+
+        Feeding through ``run`` needs ``prefetch_queue_depth=1`` (or ``exec_pipelined=False``), because
+        the pipeline must not run ahead of the data it has been given.
+        """
+        self._use_api(PipelineAPIType.BASIC)
+        if pipeline_inputs:
+            if self._depth != 1:
+                raise RuntimeError(
+                    "Pipeline.run() with inputs requires prefetch_queue_depth=1 or exec_pipelined=False, "
+                    f"got prefetch_queue_depth={self._prefetch_queue_depth!r}")
+            for name, data in pipeline_inputs.items():
+                self.feed_input(name, data)
+        self._schedule()
+        return self._share()
+
+    def reset(self) -> None:
+        """Starts a new epoch after an external source ended the previous one (no effect otherwise)."""
+        self.build()
+        if not self._last_iter:
+            return
+        self._prefetcher.wait_idle()
+        self._runner.start_epoch()
+        self._consumed_state = self._runner.snapshot()
+        self._last_iter = False
+        self._need_prefetch = True
+        self._prefetcher.resume()
+
+    def empty(self) -> bool:
+        """True when no batch is queued, running or scheduled."""
+        return not self._built or self._prefetcher.pending() == 0
+
+    def feed_input(self, data_node: str | DataNode, data: Any, layout: str | None = None, cuda_stream: Any = None,
+                   use_copy_kernel: bool = False) -> None:
+        """Pushes one batch into the external source named ``data_node`` (a name or its DataNode).
+
+        ``data`` is an array with a leading batch axis, or a list of per-sample arrays (NumPy, torch,
+        JAX, DLPack-capable objects).
+        """
+        self.build()
+        name = data_node.source.name if isinstance(data_node, DataNode) else data_node
+        op = self._built_ops.get(name)
+        if op is None or not hasattr(op, "feed"):
+            sources = [n for n, o in self._built_ops.items() if hasattr(o, "feed")]
+            raise RuntimeError(f"feed_input: the pipeline has no external source named {name!r}; "
+                               f"its external sources are {sources}")
+        op.feed(data, layout)
+        self._prefetcher.wakeup()
+
+    # -- metadata ---------------------------------------------------------------------------------------
+    def reader_meta(self, name: str | None = None) -> dict:
+        """Reader metadata (epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch,
+        stick_to_shard) for the reader ``name``, or a dict of them for all readers."""
+        self.build()
+        readers = {n: op.reader_meta() for n, op in self._built_ops.items() if hasattr(op, "reader_meta")}
+        if name is None:
+            return readers
+        if name not in readers:
+            raise RuntimeError(_UNKNOWN_READER.format(name))
+        return readers[name]
+
+    def epoch_size(self, name: str | None = None) -> int | dict:
+        """``epoch_size_padded`` of the reader ``name`` (or a dict over all readers)."""
+        meta = self.reader_meta(name)
+        if name is None:
+            return {k: v["epoch_size_padded"] for k, v in meta.items()}
+        return meta["epoch_size_padded"]
+
+    def executor_statistics(self) -> dict:
+        """Seconds spent in each operator since the pipeline started, by operator name."""
+        return dict(self._runner.op_seconds) if self._runner is not None else {}
+
+    # -- checkpoints ------------------------------------------------------------------------------------
+    def checkpoint(self, filename: str | os.PathLike | None = None) -> bytes:
+        """The state after the last batch handed out (not what was prefetched), as bytes.
+
+        Pass it as ``checkpoint=`` to a pipeline with the same definition to continue exactly there.
+        """
+        data = self._checkpoint_bytes(None)
+        if filename is not None:
+            with open(filename, "wb") as f:
+                f.write(data)
+        return data
+
+    def _checkpoint_bytes(self, iterator_data: Any) -> bytes:
+        if not self._enable_checkpointing:
+            raise RuntimeError("Checkpointing is not enabled for this pipeline: construct it with "
+                               "enable_checkpointing=True")
+        self.build()
+        pipeline_state = {"seed": self._seed, "runner": self._consumed_state, "last_iter": self._last_iter}
+        return state_codec.encode(self._fingerprint, pipeline_state, iterator_data)
+
+    @property
+    def is_restored_from_checkpoint(self) -> bool:
+        self.build()
+        return self._restored
+
+    def iterator_api(self) -> "IteratorAPI":
+        """The interface framework iterators drive; locks the pipeline into the ITERATOR API style."""
+        self._use_api(PipelineAPIType.ITERATOR)
+        self.build()
+        return IteratorAPI(self)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stops the producer thread and any worker processes. Idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def start_py_workers(self) -> None:
+        """Builds the pipeline, which starts the processes of parallel external sources."""
+        self.build()
+
+    # -- properties -------------------------------------------------------------------------------------
+    @property
+    def max_batch_size(self) -> int:
+        return self._max_batch_size
+
+    @property
+    def batch_size(self) -> int:
+        """Deprecated alias of ``max_batch_size``."""
+        return self._max_batch_size
+
+    @property
+    def num_threads(self) -> int:
+        return self._num_threads
+
+    @property
+    def device_id(self) -> int | None:
+        return self._device_id
+
+    @property
+    def seed(self) -> int | None:
+        return self._seed if self._seed is not None else self._requested_seed
+
+    @property
+    def exec_pipelined(self) -> bool:
+        return self._exec_pipelined
+
+    @property
+    def exec_async(self) -> bool:
+        return self._exec_async
+
+    @property
+    def exec_dynamic(self) -> bool:
+        return bool(self._exec_dynamic)
+
+    @property
+    def prefetch_queue_depth(self) -> int | dict:
+        return self._prefetch_queue_depth
+
+    @property
+    def enable_checkpointing(self) -> bool:
+        return self._enable_checkpointing
+
+    @property
+    def num_outputs(self) -> int:
+        self.build()
+        return len(self._outputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        self.build()
+        return [o.name for o in self._outputs]
+
+    def external_source_names(self) -> list[str]:
+        """Names of the pipeline's external sources, in graph order."""
+        self.build()
+        return [n for n, o in self._built_ops.items() if hasattr(o, "feed")]
+
+    def __repr__(self) -> str:
+        return (f"Pipeline(batch_size={self._max_batch_size}, num_threads={self._num_threads}, "
+                f"device_id={self._device_id}, seed={self.seed}, prefetch_queue_depth={self._prefetch_queue_depth})")
+
+
+class IteratorAPI:
+    """What framework iterators (``jaxdali.plugin``) use to drive a pipeline."""
+
+    def __init__(self, pipe: Pipeline):
+        self._pipe = pipe
+
+    def schedule_run(self) -> None:
+        self._pipe._schedule()
+
+    def share_outputs(self) -> tuple:
+        return self._pipe._share()
+
+    def release_outputs(self) -> None:
+        """Outputs stay valid; nothing to do."""
+
+    def reset(self) -> None:
+        self._pipe.reset()
+
+    def checkpoint(self, iterator_data: Any) -> bytes:
+        return self._pipe._checkpoint_bytes(iterator_data)
+
+    @property
+    def restored_iterator_data(self) -> Any:
+        return self._pipe._restored_iterator_data
+
+    @property
+    def is_restored_from_checkpoint(self) -> bool:
+        return self._pipe._restored
+
+    @property
+    def restored_iteration(self) -> int:
+        return self._pipe._restored_iteration
+
+
+def _shutdown(runner: GraphRunner, prefetcher: Prefetcher) -> None:
+    runner.close()
+    try:
+        prefetcher.close()
+    except TimeoutError as e:
+        _log.warning("%s", e)
+
+
+def _check_output_contract(outputs: Sequence, contract: tuple, n_outputs: int) -> None:
+    dtypes, ndims, layouts = contract
+    for kind, expected in (("dtype", dtypes), ("ndim", ndims), ("layout", layouts)):
+        if expected is None:
+            continue
+        per_output = list(expected) if isinstance(expected, (list, tuple)) else [expected] * n_outputs
+        if len(per_output) != n_outputs:
+            raise ValueError(f"Pipeline output_{kind} lists {len(per_output)} values for {n_outputs} outputs")
+        for i, (out, want) in enumerate(zip(outputs, per_output)):
+            if want is None:
+                continue
+            if kind == "dtype":
+                got = out.dtype
+                if got != to_dali_type(want):
+                    raise TypeError(f"Pipeline output {i}: expected dtype {to_dali_type(want)!r}, got {got!r}")
+            elif kind == "ndim":
+                if out.ndim != want:
+                    raise ValueError(f"Pipeline output {i}: expected ndim {want}, got {out.ndim}")
+            elif out.layout() != want:
+                raise ValueError(f"Pipeline output {i}: expected layout {want!r}, got {out.layout()!r}")

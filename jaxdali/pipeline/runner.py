@@ -1,0 +1,190 @@
+"""Runs one iteration of a built graph: sources, host operators and the device stage, in order."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from jaxdali.ops.operator import ArgValues, Operator, RunContext
+from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, jax_device, place_on_device
+from jaxdali.pipeline.executor import WorkerPool
+from jaxdali.pipeline.graph import DataNode, OpNode
+from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+
+__all__ = ["GraphRunner"]
+
+
+class GraphRunner:
+    """Executes a pipeline's operators for one batch at a time and tracks the pipeline state.
+
+    State (all plain data): ``iteration`` (batches produced since the start, drives random numbers),
+    ``epoch`` and ``iteration_in_epoch`` (external-source epochs), and each stateful operator's state.
+    """
+
+    def __init__(self, ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode], pool: WorkerPool,
+                 num_threads: int, max_batch_size: int, device_id: int | None, pipeline_name: str):
+        sources = [(n, o) for n, o in ops if n.schema.is_source]
+        others = [(n, o) for n, o in ops if not n.schema.is_source]
+        self._ops = sources + others
+        self._num_sources = len(sources)
+        self._outputs = list(outputs)
+        self._pool = pool
+        self._num_threads = num_threads
+        self._max_batch_size = max_batch_size
+        self._device_id = device_id
+        self._device = None
+        self._program_cache: dict = {}
+        self._name = pipeline_name
+        self.iteration = 0
+        self.epoch = 0
+        self.iteration_in_epoch = 0
+        self.op_seconds: dict[str, float] = {n.name: 0.0 for n, _ in self._ops}
+        self.needs_device = any(n.device != "cpu" for n, _ in ops) or any(o.device == "gpu" for o in outputs)
+
+    # -- state --------------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        ops = {}
+        for node, op in self._ops:
+            s = op.state()
+            if s is not None:
+                ops[node.name] = s
+        return {"iteration": self.iteration, "epoch": self.epoch, "iteration_in_epoch": self.iteration_in_epoch,
+                "ops": ops}
+
+    def restore(self, snapshot: dict) -> None:
+        self.iteration = int(snapshot["iteration"])
+        self.epoch = int(snapshot["epoch"])
+        self.iteration_in_epoch = int(snapshot["iteration_in_epoch"])
+        states = snapshot.get("ops", {})
+        for node, op in self._ops:
+            if node.name in states:
+                op.restore(states[node.name])
+
+    def start_epoch(self) -> None:
+        self.epoch += 1
+        self.iteration_in_epoch = 0
+        for _, op in self._ops:
+            op.start_epoch(self.epoch)
+
+    def close(self) -> None:
+        for _, op in self._ops:
+            op.close()
+
+    def device(self):
+        if self._device is None:
+            self._device = jax_device(self._device_id)
+        return self._device
+
+    # -- one iteration --------------------------------------------------------------------------------
+    def run_iteration(self) -> tuple[list, dict]:
+        """Produces one batch; returns (outputs, state after it). Raises StopIteration at end of data."""
+        values: dict[int, Any] = {}
+        program: DeviceProgram | None = None
+        ctx = RunContext(iteration=self.iteration, epoch=self.epoch, iteration_in_epoch=self.iteration_in_epoch,
+                         batch_size=self._max_batch_size, max_batch_size=self._max_batch_size,
+                         parallel_for=self._parallel_for)
+        for k, (node, op) in enumerate(self._ops):
+            if k == self._num_sources:
+                ctx.batch_size = self._uniform_batch_size(values)
+            if node.device == "cpu":
+                inputs = [self._host_value(values, n, program) for n in node.inputs]
+            elif node.device == "mixed":
+                inputs = [values[id(n)] for n in node.inputs]
+            else:
+                if program is None:
+                    program = DeviceProgram(self.device(), self._program_cache)
+                if self._record_on_device(node, op, values, program, ctx.batch_size):
+                    continue
+                inputs = [self._host_value(values, n, program) for n in node.inputs]
+            arg_inputs = {k2: self._host_value(values, n, program) for k2, n in node.arg_inputs.items()}
+            args = ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size)
+            start = time.perf_counter()
+            try:
+                result = op.run(ctx, inputs, args)
+            except StopIteration:
+                raise
+            except Exception as e:
+                e.add_note(f"jaxdali: raised by {node.display_name} in pipeline {self._name!r}, "
+                           f"iteration {self.iteration}")
+                raise
+            self.op_seconds[node.name] += time.perf_counter() - start
+            results = result if isinstance(result, (list, tuple)) else [result]
+            for out_node, value in zip(node.outputs, results):
+                values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
+        outputs = self._collect_outputs(values, program)
+        self.iteration += 1
+        self.iteration_in_epoch += 1
+        return outputs, self.snapshot()
+
+    def _parallel_for(self, fn, n: int) -> None:
+        self._pool.parallel_for(fn, n, self._num_threads)
+
+    def _uniform_batch_size(self, values: dict) -> int:
+        sizes = {}
+        for node, _ in self._ops[: self._num_sources]:
+            for out in node.outputs:
+                v = values.get(id(out))
+                if v is not None:
+                    sizes[node.display_name] = len(v)
+        distinct = set(sizes.values())
+        if len(distinct) > 1:
+            raise RuntimeError(f"Batch size has to be uniform across one iteration; the sources produced {sizes}")
+        return distinct.pop() if distinct else self._max_batch_size
+
+    def _record_on_device(self, node: OpNode, op: Operator, values: dict, program: DeviceProgram,
+                          batch_size: int) -> bool:
+        """Records ``op`` into the device program if it has a JAX implementation and dense inputs."""
+        if op.run_jax is None:
+            return False
+        data = [values[id(n)] for n in node.inputs]
+        if not all(isinstance(v, DeviceValue) and v.is_dense() for v in data):
+            return False
+        start = time.perf_counter()
+        input_refs = [self._device_ref(v, program) for v in data]
+        arg_refs = {}
+        for name, n in node.arg_inputs.items():
+            host = self._host_value(values, n, program)
+            dense = host.dense()
+            if dense is None:
+                return False
+            arg_refs[name] = program.leaf(dense)
+        refs = program.record(op, batch_size, input_refs, arg_refs, len(node.outputs))
+        layouts = op.output_layouts([v.layout for v in data])
+        for out_node, ref, layout in zip(node.outputs, refs, layouts):
+            values[id(out_node)] = DeviceValue(ref=ref, layout=layout)
+        self.op_seconds[node.name] += time.perf_counter() - start
+        return True
+
+    @staticmethod
+    def _device_ref(value: DeviceValue, program: DeviceProgram) -> int:
+        if value.ref is None:
+            value.ref = program.leaf(value.host.dense() if value.array is None else value.array)
+        return value.ref
+
+    def _host_value(self, values: dict, n: DataNode, program: DeviceProgram | None) -> TensorListCPU:
+        """A node's batch in host memory (device results are copied back when a host op needs them)."""
+        v = values[id(n)]
+        if not isinstance(v, DeviceValue):
+            return v
+        if v.host is not None:
+            return v.host
+        array = v.array if v.array is not None else program.run([v.ref])[v.ref]
+        v.host = TensorListCPU(np.asarray(array), v.layout)
+        return v.host
+
+    def _collect_outputs(self, values: dict, program: DeviceProgram | None) -> list:
+        device_values = [values[id(n)] for n in self._outputs if isinstance(values[id(n)], DeviceValue)]
+        pending = [v.ref for v in device_values if v.ref is not None and v.array is None]
+        results = program.run(pending) if pending else {}
+        outputs = []
+        for n in self._outputs:
+            v = values[id(n)]
+            if not isinstance(v, DeviceValue):
+                outputs.append(v)
+            elif v.array is not None or v.ref is not None:
+                outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout))
+            else:
+                outputs.append(place_on_device(v.host, self.device()))
+        return outputs

@@ -1,0 +1,247 @@
+"""Batches as pipelines hand them out: ``TensorListCPU`` (NumPy) and ``TensorListGPU`` (JAX device).
+
+A batch is either *dense* (one array whose leading axis is the sample axis) or *ragged* (a list of
+per-sample arrays of equal rank and dtype). Operators work on both; framework iterators need dense
+batches (``as_tensor``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from jaxdali.types import DALIDataType, to_dali_type
+
+__all__ = ["TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]
+
+_NOT_DENSE = (
+    'Assert on "IsDenseTensor()" failed: The batch must be representable as a tensor - it must have '
+    "uniform shape and be allocated in contiguous memory."
+)
+
+
+class TensorCPU:
+    """One sample (or a dense batch from ``as_tensor``) in host memory."""
+
+    def __init__(self, array: np.ndarray, layout: str = ""):
+        self._array = array
+        self._layout = layout
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    @property
+    def dtype(self) -> DALIDataType:
+        return to_dali_type(self._array.dtype)
+
+    def layout(self) -> str:
+        return self._layout
+
+    def as_array(self) -> np.ndarray:
+        return self._array
+
+    def as_cpu(self) -> "TensorCPU":
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._array, dtype=dtype)
+
+    @property
+    def __array_interface__(self) -> dict:
+        return np.ascontiguousarray(self._array).__array_interface__
+
+    def __dlpack__(self, *args, **kwargs):
+        return np.ascontiguousarray(self._array).__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"TensorCPU(shape={tuple(self._array.shape)}, dtype={self._array.dtype}, layout={self._layout!r})"
+
+
+class TensorGPU:
+    """One sample (or a dense batch) on the pipeline's JAX device."""
+
+    def __init__(self, array: Any, layout: str = ""):
+        self._array = array
+        self._layout = layout
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    @property
+    def dtype(self) -> DALIDataType:
+        return to_dali_type(self._array.dtype)
+
+    def layout(self) -> str:
+        return self._layout
+
+    def as_cpu(self) -> TensorCPU:
+        return TensorCPU(np.asarray(self._array), self._layout)
+
+    def jax_array(self):
+        """The sample as a ``jax.Array``."""
+        return self._array
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._array.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return f"TensorGPU(shape={tuple(self._array.shape)}, dtype={self._array.dtype}, layout={self._layout!r})"
+
+
+class _TensorListBase:
+    """Shared behaviour of CPU and device batches: dense array or list of samples."""
+
+    _sample_type: type
+
+    def __init__(self, data: Any, layout: str = ""):
+        if isinstance(data, (list, tuple)):
+            self._dense = None
+            self._samples = list(data)
+        else:
+            self._dense = data
+            self._samples = None
+        self._layout = layout or ""
+        #: Where each sample came from (file names from readers), used in error messages.
+        self.source_info: list[str] | None = None
+
+    # -- shape and type -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._samples) if self._dense is None else int(self._dense.shape[0])
+
+    def samples(self) -> list:
+        """Per-sample arrays (views into the dense array when the batch is dense)."""
+        if self._samples is None:
+            self._samples = list(self._dense)
+        return self._samples
+
+    def dense(self):
+        """The dense batch array, or None when samples differ in shape."""
+        if self._dense is None and self._samples is not None:
+            shapes = {tuple(s.shape) for s in self._samples}
+            if len(shapes) == 1 and self._samples:
+                self._dense = self._stack(self._samples)
+        return self._dense
+
+    def shape(self) -> list[tuple[int, ...]]:
+        if self._dense is not None:
+            return [tuple(self._dense.shape[1:])] * len(self)
+        return [tuple(s.shape) for s in self._samples]
+
+    @property
+    def dtype(self) -> DALIDataType:
+        return to_dali_type(self.np_dtype)
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        if self._dense is not None:
+            return np.dtype(self._dense.dtype)
+        if not self._samples:
+            return np.dtype(np.uint8)
+        return np.dtype(self._samples[0].dtype)
+
+    @property
+    def ndim(self) -> int:
+        if self._dense is not None:
+            return self._dense.ndim - 1
+        return self._samples[0].ndim if self._samples else 0
+
+    def layout(self) -> str:
+        return self._layout
+
+    def is_dense_tensor(self) -> bool:
+        return self.dense() is not None
+
+    def at(self, i: int):
+        return self.samples()[i]
+
+    def __getitem__(self, i: int):
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"sample index {i} out of range for a batch of {n}")
+        return self._sample_type(self.samples()[i], self._layout)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def _dense_or_raise(self):
+        arr = self.dense()
+        if arr is None:
+            if len(self) == 0:
+                return self._stack([])
+            raise RuntimeError(_NOT_DENSE)
+        return arr
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._dense_or_raise().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._dense_or_raise().__dlpack_device__()
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        if self._dense is not None:
+            return f"{kind}(dense shape={tuple(self._dense.shape)}, dtype={self.np_dtype}, layout={self._layout!r})"
+        return f"{kind}({len(self)} samples, dtype={self.np_dtype}, layout={self._layout!r})"
+
+
+class TensorListCPU(_TensorListBase):
+    """A batch in host memory, as returned by ``Pipeline.run`` for CPU outputs."""
+
+    _sample_type = TensorCPU
+
+    @staticmethod
+    def _stack(samples: Sequence[np.ndarray]) -> np.ndarray:
+        return np.stack(samples) if samples else np.zeros((0,), np.uint8)
+
+    def as_tensor(self) -> TensorCPU:
+        """The whole batch as one tensor of shape ``(N, *sample_shape)``; needs a dense batch."""
+        return TensorCPU(self._dense_or_raise(), self._layout)
+
+    def as_array(self) -> np.ndarray:
+        """The whole batch as one NumPy array; needs a dense batch."""
+        return self._dense_or_raise()
+
+    def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorCPU:
+        return TensorCPU(self._dense_or_raise().reshape(shape), self._layout)
+
+    def as_cpu(self) -> "TensorListCPU":
+        return self
+
+    @property
+    def __array_interface__(self) -> dict:
+        return np.ascontiguousarray(self._dense_or_raise()).__array_interface__
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._dense_or_raise(), dtype=dtype)
+
+
+class TensorListGPU(_TensorListBase):
+    """A batch on the pipeline's JAX device (``.gpu()`` data and ``device="gpu"`` operator outputs)."""
+
+    _sample_type = TensorGPU
+
+    @staticmethod
+    def _stack(samples: Sequence[Any]):
+        import jax.numpy as jnp
+
+        return jnp.stack(samples) if samples else jnp.zeros((0,), jnp.uint8)
+
+    def as_tensor(self) -> TensorGPU:
+        return TensorGPU(self._dense_or_raise(), self._layout)
+
+    def as_cpu(self) -> TensorListCPU:
+        """A host copy of the batch."""
+        if self.dense() is not None:
+            return TensorListCPU(np.asarray(self._dense), self._layout)
+        return TensorListCPU([np.asarray(s) for s in self._samples], self._layout)
+
+    def jax_array(self):
+        """The dense batch as a ``jax.Array``."""
+        return self._dense_or_raise()
