@@ -1,0 +1,51 @@
+"""Process-wide options, each declared once with its environment variable, default and help text.
+
+Read an option with ``config.get("max_image_pixels")``; change it with
+``config.update("max_image_pixels", 10_000_000)``. Environment variables are read once, at import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+__all__ = ["Option", "OPTIONS", "get", "update"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str
+    env: str
+    default: Any
+    parse: Callable[[str], Any]
+    help: str
+
+
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("max_image_pixels", "JAXDALI_MAX_IMAGE_PIXELS", 1 << 28, int,
+           "Decoders refuse images whose header declares more pixels (width x height) than this, before "
+           "allocating anything."),
+)}
+
+_values: dict[str, Any] = {}
+for _opt in OPTIONS.values():
+    _raw = os.environ.get(_opt.env)
+    try:
+        _values[_opt.name] = _opt.default if _raw is None else _opt.parse(_raw)
+    except ValueError:
+        raise ValueError(f"environment variable {_opt.env}={_raw!r} is not valid: {_opt.help}") from None
+
+
+def get(name: str) -> Any:
+    """The current value of option ``name``."""
+    if name not in OPTIONS:
+        raise KeyError(f"unknown jaxdali option {name!r}; options: {sorted(OPTIONS)}")
+    return _values[name]
+
+
+def update(name: str, value: Any) -> None:
+    """Sets option ``name`` for this process."""
+    if name not in OPTIONS:
+        raise KeyError(f"unknown jaxdali option {name!r}; options: {sorted(OPTIONS)}")
+    _values[name] = value
