@@ -1,0 +1,864 @@
+"""``LastBatchPolicy`` and the framework-free epoch arithmetic shared by the framework iterators.
+
+Two layers live here:
+
+1. ``EpochCounters``: a frozen dataclass holding the iterator's counters, with pure methods for
+   every decision ``next()`` and ``reset()`` make (epoch end, advance, DROP, the counter update of
+   ``reset()``, PARTIAL trimming, the padding mask) and a plain-dict form with DALI 2.4's key
+   names for checkpoints. It touches no pipeline, so it is tested on its own.
+2. ``_DaliBaseIterator``: drives pipelines through the small ``IteratorAPI`` protocol below and
+   keeps an ``EpochCounters``. The JAX and PyTorch iterators subclass it; they implement
+   ``__next__`` (usually ``return self._next_batch()``) and ``_assemble_batch``, which turns the
+   per-pipeline outputs into framework arrays.
+
+The behaviour is DALI 2.4's (``spec/dali_jax_plugin.md`` §2), with the deliberate differences
+listed in the notes of ``EpochCounters.batches_to_discard_on_reset`` and ``_DaliBaseIterator``.
+
+Vocabulary: ``bs`` is the per-pipeline batch size, ``NP`` the number of pipelines this iterator
+wraps, ``N`` the reader's ``epoch_size``, ``S`` its ``num_shards``. In *reader mode*
+(``reader_name`` given) ``counter`` and ``size`` count samples per pipeline; in *size mode* they count
+samples summed over all pipelines, and ``size=-1`` means "until a source raises StopIteration".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import warnings
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from jaxdali.ops.sampling import shard_sizes as _shard_sizes
+
+__all__ = ["LastBatchPolicy", "ReaderLayout", "EpochCounters", "IteratorAPI", "IterablePipeline"]
+
+logger = logging.getLogger(__name__)
+
+# DALI's texts, kept word for word because users match on them (spec §7).
+NO_PIPELINES_MSG = "Number of provided pipelines has to be at least 1"  # E1
+SAME_BATCH_SIZE_MSG = "All pipelines should have the same batch size set"  # E6
+SIZE_ZERO_MSG = "Size cannot be 0"  # E8
+NEGATIVE_SIZE_MSG = "Negative size is supported only for a single pipeline"  # E9
+READER_AND_SIZE_MSG = "When reader_name is provided, size should not be set"  # E10
+READER_AND_PADDED_MSG = "When reader_name is provided, last_batch_padded should not be set"  # E11
+NO_DATA_MSG = (  # E14
+    "It seems that there is no data in the pipeline. This may happen if `last_batch_policy` is set "
+    "to PARTIAL and the requested batch size is greater than the shard size."
+)
+MIXED_CHECKPOINTING_MSG = (  # E15
+    "All wrapped pipelines must have the same value for `enable_checkpointing`."
+)
+VARIABLE_BATCH_MSG = (  # E16
+    "Variable batch size is not supported by the iterator when reader_name is provided or iterator "
+    "size is set explicitly"
+)
+CHECKPOINTING_DISABLED_MSG = "Cannot access checkpoints with checkpointing disabled"  # E21
+ITERATOR_DATA_NOT_JSON_MSG = (  # E24 (iterator side)
+    "Iterator checkpoint data is not a valid JSON string. "
+    "Please make sure that the checkpoint was created with the same version of jaxdali."
+)
+# W1 and W3 contain a run of spaces in DALI (a line continuation inside the string literal).
+RESET_MID_EPOCH_MSG = (  # W1
+    "DALI iterator does not support resetting while epoch is not finished. " + " " * 29 + "Ignoring..."
+)
+MANUAL_SIZE_MSG = (  # W2
+    "Please set `reader_name` and don't set last_batch_padded and size manually whenever possible. "
+    "This may lead, in some situations, to missing some samples or returning duplicated ones. "
+    "Check the Sharding section of the documentation for more details."
+)
+FILL_LAST_BATCH_MSG = (  # W3
+    "Please do not use `fill_last_batch` and use `last_batch_policy` " + " " * 27 + "instead."
+)
+PARTLY_RESTORED_MSG = (
+    "Some, but not all of the pipelines used were restored from checkpoint. "
+    "This iterator might produce unexpected results."
+)
+DIFFERENT_ITERATOR_DATA_MSG = (
+    "The provided pipelines had different iterator data in the checkpoints they were restored "
+    "from. This iterator might produce unexpected results."
+)
+NO_ITERATOR_DATA_MSG = (
+    "Iterator data was not saved in the checkpoint. This iterator might produce unexpected results."
+)
+
+
+@enum.unique
+class LastBatchPolicy(enum.Enum):
+    """What an iterator does with the last batch of an epoch when the epoch does not fill it.
+
+    * ``FILL``: return a full batch. The reader completes it, with copies of the epoch's last
+      sample when it pads (``pad_last_batch=True``), otherwise with the first samples of the
+      next epoch.
+    * ``DROP``: do not return a batch that cannot be filled from the current epoch.
+    * ``PARTIAL``: return the last batch shorter (only for frameworks that accept a ragged batch
+      dimension, e.g. PyTorch; the JAX iterator rejects it).
+
+    Dataset ``[1..7]``, batch size 2 (``padded``: the reader pads)::
+
+        policy    padded  last batch  next epoch starts with
+        PARTIAL   yes     [7]         [1, 2]
+        PARTIAL   no      [7]         [2, 3]
+        FILL      yes     [7, 7]      [1, 2]
+        FILL      no      [7, 1]      [2, 3]
+        DROP      yes     [5, 6]      [1, 2]
+        DROP      no      [5, 6]      [2, 3]
+    """
+
+    FILL = 0
+    DROP = 1
+    PARTIAL = 2
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# =============================================================================================
+# Layer 1: the counter state machine.
+
+
+@dataclasses.dataclass(frozen=True)
+class ReaderLayout:
+    """The reader facts an iterator in reader mode needs, as read from ``reader_meta``.
+
+    Args:
+      epoch_size: N, the reader's dataset size without padding.
+      epoch_size_padded: the reader's ``epoch_size_padded`` (``ceil(N/S)*S`` when it pads, else N).
+      num_shards: S.
+      pad_last_batch: whether the reader pads each shard's last batch.
+      stick_to_shard: whether the reader re-reads its own shard every epoch.
+    """
+
+    epoch_size: int
+    epoch_size_padded: int
+    num_shards: int
+    pad_last_batch: bool
+    stick_to_shard: bool
+
+    @classmethod
+    def from_meta(cls, metas: Sequence[dict]) -> tuple["ReaderLayout", tuple[int, ...]]:
+        """The layout shared by all pipelines' reader metadata, and each pipeline's shard id.
+
+        Raises:
+          AssertionError: the pipelines' readers disagree on ``epoch_size`` or ``number_of_shards``,
+            or some but not all pad / stick to their shard (DALI's E13 texts).
+        """
+        first = metas[0]
+
+        def disagree(what: str) -> AssertionError:
+            return AssertionError(f"Reader Operator should have the same {what} in all the pipelines.")
+
+        for key, what in (("epoch_size", "size value"), ("number_of_shards", "`num_shards` argument set")):
+            if any(meta[key] != first[key] for meta in metas):
+                raise disagree(what)
+        for key in ("pad_last_batch", "stick_to_shard"):
+            flags = [bool(meta[key]) for meta in metas]
+            if any(flags) and not all(flags):
+                raise disagree(f"`{key}` argument set")
+        layout = cls(
+            epoch_size=int(first["epoch_size"]),
+            epoch_size_padded=int(first["epoch_size_padded"]),
+            num_shards=int(first["number_of_shards"]),
+            pad_last_batch=bool(first["pad_last_batch"]),
+            stick_to_shard=bool(first["stick_to_shard"]),
+        )
+        return layout, tuple(int(meta["shard_id"]) for meta in metas)
+
+    @property
+    def initial_shard_sizes(self) -> tuple[int, ...]:
+        """Real sizes of shards 0..S-1 (``floor((k+1)N/S) - floor(kN/S)``)."""
+        return tuple(int(x) for x in _shard_sizes(self.epoch_size, self.num_shards))
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochCounters:
+    """The counters of an iterator and every decision made from them; immutable.
+
+    Build one with ``for_reader`` or ``for_size``. Each method returns a new value.
+
+    Fields (the DALI 2.4 attribute each one corresponds to is in brackets):
+      policy: the effective ``LastBatchPolicy``.
+      batch_size: bs.
+      num_pipelines: NP.
+      last_batch_padded: whether the data is padded (reader mode: the reader's ``pad_last_batch``).
+      layout: the reader layout in reader mode, None in size mode.
+      counter: samples consumed in the current epoch (``_counter``): per pipeline in reader mode,
+        summed over pipelines in size mode.
+      size: the epoch length in the same unit (``_size``); -1 for "until StopIteration".
+      shard_ids: reader mode: the shard each wrapped reader is on now, length NP (``_shards_id``).
+      read_ahead: reader mode: how far each shard position has read into its next epoch, length S
+        (``_counter_per_gpu``; only FILL without padding makes it non-zero).
+      shard_sizes: reader mode: shard sizes as seen by each shard position, length S
+        (``_shard_sizes_per_gpu``; rotated by FILL without padding).
+    """
+
+    policy: LastBatchPolicy
+    batch_size: int
+    num_pipelines: int
+    last_batch_padded: bool
+    layout: ReaderLayout | None
+    counter: int
+    size: int
+    shard_ids: tuple[int, ...] = ()
+    read_ahead: tuple[int, ...] = ()
+    shard_sizes: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.policy, LastBatchPolicy):
+            raise ValueError(f"policy must be a LastBatchPolicy: got {self.policy!r}")
+        if self.batch_size < 1 or self.num_pipelines < 1:
+            raise ValueError(
+                f"batch_size and num_pipelines must be >= 1: got batch_size={self.batch_size}, "
+                f"num_pipelines={self.num_pipelines}"
+            )
+        if self.layout is not None:
+            lengths = {
+                "shard_ids": (len(self.shard_ids), self.num_pipelines),
+                "read_ahead": (len(self.read_ahead), self.layout.num_shards),
+                "shard_sizes": (len(self.shard_sizes), self.layout.num_shards),
+            }
+            for name, (got, expected) in lengths.items():
+                if got != expected:
+                    raise ValueError(f"{name} must have {expected} entries: got {got}")
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def for_reader(
+        cls,
+        policy: LastBatchPolicy,
+        layout: ReaderLayout,
+        shard_ids: Sequence[int],
+        batch_size: int,
+    ) -> "EpochCounters":
+        """Counters of a fresh reader-mode iterator; ``size`` per spec §2.3.
+
+        ================  ==============  ==========================
+        policy            reader pads?    size
+        ================  ==============  ==========================
+        DROP              any             ``N // S`` (smallest shard)
+        FILL, PARTIAL     yes             ``epoch_size_padded // S``
+        FILL, PARTIAL     no              ``ceil(ceil(N/S)/bs)*bs``
+        ================  ==============  ==========================
+        """
+        n, s = layout.epoch_size, layout.num_shards
+        if policy is LastBatchPolicy.DROP:
+            size = n // s
+        elif layout.pad_last_batch:
+            size = layout.epoch_size_padded // s
+        else:
+            size = _ceil_div(_ceil_div(n, s), batch_size) * batch_size
+        return cls(
+            policy=policy,
+            batch_size=int(batch_size),
+            num_pipelines=len(shard_ids),
+            last_batch_padded=layout.pad_last_batch,
+            layout=layout,
+            counter=0,
+            size=size,
+            shard_ids=tuple(int(k) for k in shard_ids),
+            read_ahead=(0,) * s,
+            shard_sizes=layout.initial_shard_sizes,
+        )
+
+    @classmethod
+    def for_size(
+        cls,
+        policy: LastBatchPolicy,
+        size: int,
+        batch_size: int,
+        num_pipelines: int,
+        last_batch_padded: bool,
+    ) -> "EpochCounters":
+        """Counters of a fresh size-mode iterator. ``size < 0`` forces FILL and no padding."""
+        if size < 0:
+            policy, last_batch_padded = LastBatchPolicy.FILL, False
+        return cls(
+            policy=policy,
+            batch_size=int(batch_size),
+            num_pipelines=int(num_pipelines),
+            last_batch_padded=bool(last_batch_padded),
+            layout=None,
+            counter=0,
+            size=int(size),
+        )
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def reader_mode(self) -> bool:
+        return self.layout is not None
+
+    @property
+    def step(self) -> int:
+        """How much one ``next()`` adds to ``counter``: bs (reader mode) or NP*bs (size mode)."""
+        return self.batch_size if self.reader_mode else self.num_pipelines * self.batch_size
+
+    @property
+    def epoch_ended(self) -> bool:
+        """The epoch-end check of ``next()`` (§2.4 step 3): ``size > 0 and counter >= size``."""
+        return 0 < self.size <= self.counter
+
+    @property
+    def epoch_over(self) -> bool:
+        """Whether ``reset()`` may start the next epoch: ``counter >= size`` or ``size < 0``."""
+        return self.counter >= self.size or self.size < 0
+
+    @property
+    def num_batches(self) -> int:
+        """``len()`` of the iterator (§2.8): batches per pipeline per epoch; 0 when ``size < 0``."""
+        if self.size < 0:
+            return 0
+        per_step = self.batch_size if self.reader_mode else self.num_pipelines * self.batch_size
+        if self.policy is LastBatchPolicy.DROP:
+            return self.size // per_step
+        return _ceil_div(self.size, per_step)
+
+    def drops_next_batch(self) -> bool:
+        """Whether the batch fetched next would be dropped (§2.4 step 8), judged before advancing.
+
+        Reader mode: DROP and, for some shard position i, ``read_ahead[i] + counter + bs >
+        shard_sizes[i]``. Size mode: DROP and ``counter + NP*bs > size``.
+        """
+        if self.policy is not LastBatchPolicy.DROP:
+            return False
+        counter = self.counter + self.step
+        if self.reader_mode:
+            return any(r + counter > s for r, s in zip(self.read_ahead, self.shard_sizes))
+        return counter > self.size
+
+    def partial_rows(self) -> tuple[int, ...] | None:
+        """PARTIAL trimming of the batch just counted (§2.6); call it on the counters *after* ``advance``.
+
+        Returns None when the batch is returned whole. Otherwise, reader mode: the number of rows to
+        keep from each pipeline's batch (NP entries, possibly 0); size mode: the rows to keep from the
+        first pipelines, one entry per pipeline kept (the others are left out).
+        """
+        if self.policy is not LastBatchPolicy.PARTIAL:
+            return None
+        bs = self.batch_size
+        if self.reader_mode:
+            left = self._rows_left()
+            if all(x >= bs for x in left):
+                return None
+            return tuple(min(bs, max(0, x)) for x in left)
+        if not self.counter > self.size > 0:
+            return None
+        need = self.num_pipelines * bs - (self.counter - self.size)
+        kept = _ceil_div(need, bs)
+        return (bs,) * (kept - 1) + (need % bs or bs,)
+
+    def nonpadding_mask(self) -> np.ndarray:
+        """Which rows of the batch the counters describe (the last one counted) are real samples.
+
+        Returns a bool array of length NP*bs; per pipeline j,
+        ``left = bs - (counter - initial_shard_size[shard_ids[j]])`` and the first ``left`` rows are
+        True when ``left < bs``, else all rows are.
+
+        Raises:
+          AttributeError: in size mode (there are no shard sizes to compare with), as in DALI.
+        """
+        if not self.reader_mode:
+            raise AttributeError(
+                "The padding mask needs per-shard sizes: it is only available for iterators created "
+                "with `reader_name`."
+            )
+        rows = np.arange(self.batch_size)
+        return np.concatenate([rows < x for x in self._rows_left()])
+
+    def _rows_left(self) -> list[int]:
+        initial = self.layout.initial_shard_sizes
+        return [self.batch_size - (self.counter - initial[k]) for k in self.shard_ids]
+
+    # -- transitions ----------------------------------------------------------------------------
+
+    def advance(self) -> "EpochCounters":
+        """Count one fetched batch (§2.4 step 7)."""
+        return dataclasses.replace(self, counter=self.counter + self.step)
+
+    def batches_to_discard_on_reset(self) -> int:
+        """How many batches ``reset()`` must fetch, count (``advance``) and discard before it resets.
+
+        * DALI's DROP pre-drain (§2.5 step 1): if the epoch has not ended by count but the next
+          batch would be dropped, fetch it, so that stopping after ``len()`` batches and resetting
+          equals running into StopIteration.
+        * Our fix of DALI's DROP + padded reader desync (§2.11-1): once a DROP epoch is over, a
+          padded reader may still owe batches of its current reader epoch (every padded reader epoch
+          has ``ceil(epoch_size_padded/S/bs)`` batches); they are drained too, so that the next epoch
+          starts with the next shard's real data instead of padding.
+
+        .. note::
+           DALI 2.4 skips the second part: N=10, S=3, bs=3, padded, DROP gives a second epoch of
+           pure padding ``[2,2,2│5,5,5│9,9,9]``. Here the second epoch is ``[3,4,5│6,7,8│0,1,2]``.
+        """
+        if self.policy is not LastBatchPolicy.DROP:
+            return 0
+        discard, counters = 0, self
+        if not counters.epoch_ended and counters.drops_next_batch():
+            discard, counters = 1, counters.advance()
+        if counters.reader_mode and counters.layout.pad_last_batch and counters.epoch_over:
+            per_shard = counters.layout.epoch_size_padded // counters.layout.num_shards
+            reader_epoch = _ceil_div(per_shard, self.batch_size) * self.batch_size
+            discard += max(0, _ceil_div(reader_epoch - counters.counter, self.batch_size))
+        return discard
+
+    def next_epoch(self) -> "EpochCounters":
+        """The counters at the start of the next epoch (§2.5 step 2a-c); requires ``epoch_over``.
+
+        FILL without padding keeps track of how far each shard position has read into the next
+        epoch, and (unless the readers stick to their shard) rotates the shard sizes right by one,
+        recomputing ``size`` from them; every other case restarts the count at 0. Readers that do not
+        stick to their shard move to the next shard.
+        """
+        if not self.epoch_over:
+            raise ValueError(
+                f"the epoch is not over: counter={self.counter} < size={self.size}"
+            )
+        bs = self.batch_size
+        fill_no_pad = self.policy is LastBatchPolicy.FILL and not self.last_batch_padded
+        if not self.reader_mode:
+            counter = self.counter % self.size if fill_no_pad and self.size > 0 else 0
+            return dataclasses.replace(self, counter=counter)
+
+        stick = self.layout.stick_to_shard
+        num_shards = self.layout.num_shards
+        read_ahead, shard_sizes, size = self.read_ahead, self.shard_sizes, self.size
+        if fill_no_pad:
+            consumed = self.counter - min(read_ahead)
+            read_ahead = tuple(r + consumed - s for r, s in zip(read_ahead, shard_sizes))
+            counter = min(read_ahead)
+        else:
+            counter = 0
+        shard_ids = self.shard_ids if stick else tuple((k + 1) % num_shards for k in self.shard_ids)
+        if fill_no_pad:
+            if not stick:
+                shard_sizes = _rotate_right(shard_sizes)
+            size = _ceil_div(max(s - r for s, r in zip(shard_sizes, read_ahead)), bs) * bs
+            if size == 0:
+                # Every shard position has already read its whole next epoch: skip that epoch.
+                # (DALI rotates here even when sticking to the shard; so do we.)
+                read_ahead, counter = (0,) * num_shards, 0
+                shard_sizes = _rotate_right(shard_sizes)
+                size = _ceil_div(max(shard_sizes), bs) * bs
+        return dataclasses.replace(
+            self,
+            counter=counter,
+            size=size,
+            shard_ids=shard_ids,
+            read_ahead=read_ahead,
+            shard_sizes=shard_sizes,
+        )
+
+    # -- checkpoint form ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dynamic counters as a JSON-able dict with DALI 2.4's keys.
+
+        Reader mode: ``_counter``, ``_counter_per_gpu`` (read_ahead), ``_shard_sizes_per_gpu``,
+        ``_shards_id``, ``_size``; size mode: ``_counter`` and ``_size`` only.
+
+        >>> layout = ReaderLayout(10, 10, 3, False, False)
+        >>> c = EpochCounters.for_reader(LastBatchPolicy.FILL, layout, [0, 1, 2], 2)
+        >>> c.advance().advance().to_dict()
+        {'_counter': 4, '_counter_per_gpu': [0, 0, 0], '_shard_sizes_per_gpu': [3, 3, 4], '_shards_id': [0, 1, 2], '_size': 4}
+        """
+        if not self.reader_mode:
+            return {"_counter": self.counter, "_size": self.size}
+        return {
+            "_counter": self.counter,
+            "_counter_per_gpu": list(self.read_ahead),
+            "_shard_sizes_per_gpu": list(self.shard_sizes),
+            "_shards_id": list(self.shard_ids),
+            "_size": self.size,
+        }
+
+    def restore(self, data: dict[str, Any] | str | bytes) -> "EpochCounters":
+        """These counters with the dynamic fields taken from ``data`` (a ``to_dict`` result or its JSON).
+
+        Raises:
+          ValueError: ``data`` is not valid JSON (E24 text), lacks a key, or has vectors of the wrong
+            length for this iterator (the message shows both lengths).
+        """
+        if isinstance(data, (str, bytes, bytearray)):
+            try:
+                data = json.loads(data)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise ValueError(ITERATOR_DATA_NOT_JSON_MSG) from None
+        if not isinstance(data, dict):
+            raise ValueError(f"Iterator checkpoint data must be a dict: got {type(data).__name__}")
+        keys = list(self.to_dict())
+        missing = [k for k in keys if k not in data]
+        if missing:
+            raise ValueError(
+                f"Iterator checkpoint data lacks {missing}: expected keys {keys}, got {sorted(data)}. "
+                "Was it saved by an iterator created with the same arguments (reader_name or size)?"
+            )
+        if not self.reader_mode:
+            return dataclasses.replace(self, counter=int(data["_counter"]), size=int(data["_size"]))
+        fields = {
+            "read_ahead": ("_counter_per_gpu", self.layout.num_shards),
+            "shard_sizes": ("_shard_sizes_per_gpu", self.layout.num_shards),
+            "shard_ids": ("_shards_id", self.num_pipelines),
+        }
+        values = {}
+        for field, (key, expected) in fields.items():
+            vector = tuple(int(x) for x in data[key])
+            if len(vector) != expected:
+                raise ValueError(
+                    f"Iterator checkpoint data does not match this iterator: {key} has "
+                    f"{len(vector)} entries in the checkpoint, {expected} in this iterator"
+                )
+            values[field] = vector
+        return dataclasses.replace(
+            self, counter=int(data["_counter"]), size=int(data["_size"]), **values
+        )
+
+
+def _rotate_right(values: tuple[int, ...]) -> tuple[int, ...]:
+    """new[i] = old[i - 1 mod len]."""
+    return values[-1:] + values[:-1]
+
+
+# =============================================================================================
+# Layer 2: the iterator that drives pipelines.
+
+
+class IteratorAPI(Protocol):
+    """What ``pipeline.iterator_api()`` returns: the calls an iterator makes on one pipeline."""
+
+    def schedule_run(self) -> None:
+        """Schedule work: the first call after construction or ``reset`` prefetches
+        ``prefetch_queue_depth`` batches, later calls one."""
+
+    def share_outputs(self) -> tuple:
+        """The next batch: one TensorList-like per pipeline output (``len()`` = batch size).
+        Raises StopIteration when an external source ended the epoch."""
+
+    def release_outputs(self) -> None:
+        """Give the buffers of the batch returned by ``share_outputs`` back to the pipeline."""
+
+    def reset(self) -> None:
+        """Start the next epoch after a source raised StopIteration; a no-op otherwise."""
+
+    def empty(self) -> bool:
+        """True when no scheduled batch is waiting to be consumed."""
+
+    def checkpoint(self, iterator_data: dict) -> bytes:
+        """The pipeline checkpoint at the last consumed batch, embedding ``iterator_data``."""
+
+    @property
+    def restored_iterator_data(self) -> dict | None:
+        """Iterator data stored in the checkpoint this pipeline was restored from, if any."""
+
+    @property
+    def is_restored_from_checkpoint(self) -> bool: ...
+
+    @property
+    def restored_iteration(self) -> int:
+        """Batches the restored pipeline had consumed when its checkpoint was taken (0 if fresh)."""
+
+
+class IterablePipeline(Protocol):
+    """The pipeline side: what ``_DaliBaseIterator`` uses of each pipeline it wraps."""
+
+    max_batch_size: int
+    enable_checkpointing: bool
+
+    def build(self) -> None:
+        """Build the pipeline; idempotent."""
+
+    def reader_meta(self, name: str) -> dict:
+        """``epoch_size``, ``epoch_size_padded``, ``number_of_shards``, ``shard_id``,
+        ``pad_last_batch``, ``stick_to_shard`` of reader ``name`` (RuntimeError if unknown)."""
+
+    def iterator_api(self) -> IteratorAPI:
+        """Lock the pipeline into the iterator API style and return its ``IteratorAPI``."""
+
+
+_AUTO_RESET_VALUES = {False: False, None: False, "no": False, "False": False,
+                      True: True, "yes": True, "True": True}
+
+
+def _parse_auto_reset(value) -> bool:
+    """DALI's accepted ``auto_reset`` values, plus the strings "True" and "False"."""
+    # Identity for the singletons, so that 1 and 0 (equal to True and False) are rejected as in DALI.
+    if value is True or value is False or value is None or isinstance(value, str):
+        if value in _AUTO_RESET_VALUES:
+            return _AUTO_RESET_VALUES[value]
+    raise ValueError(f"Unsupported value for `auto_reset` {value}")
+
+
+def _resolve_policy(fill_last_batch, last_batch_policy) -> LastBatchPolicy:
+    if fill_last_batch is not None:
+        warnings.warn(FILL_LAST_BATCH_MSG, Warning, stacklevel=4)
+        return LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
+    if type(last_batch_policy) is not LastBatchPolicy:
+        raise ValueError(
+            "Wrong type for `last_batch_policy`. "
+            f"Expected {LastBatchPolicy}, got {type(last_batch_policy)}"
+        )
+    return last_batch_policy
+
+
+_NOTHING = object()  # no batch buffered by the constructor
+
+
+class _DaliBaseIterator:
+    """Epoch, reset and checkpoint logic shared by the framework iterators.
+
+    Args:
+      pipelines: one pipeline or a list of them (one per device), all with the same
+        ``max_batch_size``.
+      size: DALI default -1. Samples per epoch summed over all pipelines (size mode). Exclusive with
+        ``reader_name``; -1 without ``reader_name`` reads until a source raises StopIteration (only
+        for a single pipeline; the policy is then FILL and the data unpadded).
+      reader_name: DALI default None. Name of the reader whose metadata sets the epoch length,
+        padding and sharding (recommended).
+      auto_reset: DALI default False. False, None or "no": ``reset()`` (or a new ``iter()``) starts
+        the next epoch. True or "yes": the iterator resets itself when it raises StopIteration.
+      fill_last_batch: deprecated (warns): True means FILL, False PARTIAL.
+      last_batch_padded: DALI default False. Size mode: whether the data source pads its last batch.
+        Must not be set with ``reader_name``.
+      last_batch_policy: DALI default ``LastBatchPolicy.FILL``.
+      prepare_first_batch: DALI default True: fetch the first batch in the constructor.
+
+    Subclasses implement ``__next__`` (typically ``return self._next_batch()``) and
+    ``_assemble_batch``; they set every attribute ``_assemble_batch`` needs *before* calling
+    ``super().__init__``, which fetches the first batch when ``prepare_first_batch`` is set.
+
+    .. note::
+       Deliberate differences from DALI 2.4: ``auto_reset`` also accepts the strings "True" and
+       "False" (DALI rejects them although its docs mention "True"); DROP with a padded reader
+       drains the reader's padding batches at the end of an epoch (see
+       ``EpochCounters.batches_to_discard_on_reset``); ``len()`` is 0, not an error, for ``size=-1``
+       with batch size 1; when restoring, counters come from the first *restored* pipeline; a
+       batch that DROP discards is not converted to framework arrays.
+    """
+
+    def __init__(
+        self,
+        pipelines,
+        size=-1,
+        reader_name=None,
+        auto_reset=False,
+        fill_last_batch=None,
+        last_batch_padded=False,
+        last_batch_policy=LastBatchPolicy.FILL,
+        prepare_first_batch=True,
+    ):
+        if pipelines is None:
+            raise AssertionError(NO_PIPELINES_MSG)
+        pipelines = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
+        if not pipelines:
+            raise AssertionError(NO_PIPELINES_MSG)
+        self._pipes = pipelines
+        self._num_gpus = len(pipelines)
+        # Frameworks expect a public `batch_size` attribute on data iterators.
+        self.batch_size = pipelines[0].max_batch_size
+        if any(p.max_batch_size != self.batch_size for p in pipelines):
+            raise AssertionError(SAME_BATCH_SIZE_MSG)
+        size = int(size)
+        self._auto_reset = _parse_auto_reset(auto_reset)
+        self._prepare_first_batch = prepare_first_batch
+        policy = _resolve_policy(fill_last_batch, last_batch_policy)
+        if size == 0:
+            raise AssertionError(SIZE_ZERO_MSG)
+        if size < 0 and not (len(pipelines) == 1 or reader_name):
+            raise AssertionError(NEGATIVE_SIZE_MSG)
+        if reader_name and size >= 0:
+            raise AssertionError(READER_AND_SIZE_MSG)
+        if reader_name and last_batch_padded:
+            raise AssertionError(READER_AND_PADDED_MSG)
+        if size > 0 and not reader_name:
+            warnings.warn(MANUAL_SIZE_MSG, Warning, stacklevel=3)
+        self._reader_name = reader_name
+
+        self._apis = []
+        for pipe in pipelines:
+            pipe.build()
+            self._apis.append(pipe.iterator_api())
+
+        if reader_name:
+            layout, shard_ids = ReaderLayout.from_meta([p.reader_meta(reader_name) for p in pipelines])
+            self._counters = EpochCounters.for_reader(policy, layout, shard_ids, self.batch_size)
+        else:
+            self._counters = EpochCounters.for_size(
+                policy, size, self.batch_size, len(pipelines), bool(last_batch_padded)
+            )
+        self._ever_scheduled = False
+        self._ever_consumed = False
+
+        self._enable_checkpointing = pipelines[0].enable_checkpointing
+        if any(p.enable_checkpointing != self._enable_checkpointing for p in pipelines):
+            raise ValueError(MIXED_CHECKPOINTING_MSG)
+        if self._enable_checkpointing:
+            self._restore_counters()
+            # Taken before the first batch is prepared, so that checkpoints() of an iterator that
+            # handed out nothing yet describes the very beginning.
+            data = self._counters.to_dict()
+            self._initial_checkpoints = [api.checkpoint(data) for api in self._apis]
+
+        self._first_batch = _NOTHING
+        if self._prepare_first_batch:
+            try:
+                self._first_batch = self._next_batch()
+            except StopIteration:
+                # Restoring at the end of an epoch is legitimate: the iterator is simply there.
+                if not any(api.is_restored_from_checkpoint and api.restored_iteration > 0
+                           for api in self._apis):
+                    raise RuntimeError(NO_DATA_MSG) from None
+            else:
+                self._ever_consumed = False
+
+    # -- the subclass contract ------------------------------------------------------------------
+
+    def __next__(self):
+        raise NotImplementedError
+
+    def _assemble_batch(self, outputs: list[tuple], rows: tuple[int, ...] | None):
+        """Convert one batch to the framework's form (subclasses implement this).
+
+        Args:
+          outputs: per wrapped pipeline, the tuple returned by its ``share_outputs()``; valid until
+            this method returns (the buffers are released afterwards).
+          rows: None to use every row. Otherwise PARTIAL trimming (PyTorch): reader mode, the rows to
+            keep of each pipeline (NP entries, possibly 0); size mode, the rows to keep of each of
+            the first ``len(rows)`` pipelines, the others being left out.
+        """
+        raise NotImplementedError
+
+    # -- iteration ------------------------------------------------------------------------------
+
+    def next(self):
+        """Returns the next batch of data."""
+        self._ever_consumed = True
+        return self.__next__()
+
+    def __iter__(self):
+        # A fresh iterator is not reset (that would discard its prepared batch); an exhausted one
+        # is, so a plain `for` loop per epoch works without auto_reset.
+        if self._counters.counter != 0 and self._ever_consumed:
+            self.reset()
+        return self
+
+    def _next_batch(self):
+        """Steps 1-8 of ``next()`` (spec §2.4); returns what ``_assemble_batch`` made."""
+        self._ever_consumed = True
+        if self._first_batch is not _NOTHING:
+            batch, self._first_batch = self._first_batch, _NOTHING
+            return batch
+        outputs = self._fetch_outputs(check_epoch_end=True)
+        dropped = self._counters.drops_next_batch()
+        counted = self._counters.advance()
+        batch = None if dropped else self._assemble_batch(outputs, counted.partial_rows())
+        self._release_and_schedule()
+        self._counters = counted
+        if dropped:
+            self._end_epoch()
+        return batch
+
+    def _fetch_outputs(self, check_epoch_end: bool) -> list[tuple]:
+        if not self._ever_scheduled:
+            self._schedule_runs()
+        if check_epoch_end and self._counters.epoch_ended:
+            self._end_epoch()
+        outputs = []
+        try:
+            for api in self._apis:
+                outputs.append(api.share_outputs())
+        except StopIteration:
+            if self._counters.size < 0 and self._auto_reset:
+                self.reset()
+            raise
+        if self._reader_name or self._counters.size != -1:
+            if any(len(out) != self.batch_size for outs in outputs for out in outs):
+                raise AssertionError(VARIABLE_BATCH_MSG)
+        return outputs
+
+    def _schedule_runs(self) -> None:
+        self._ever_scheduled = True
+        for api in self._apis:
+            api.schedule_run()
+
+    def _release_and_schedule(self) -> None:
+        for api in self._apis:
+            api.release_outputs()
+            api.schedule_run()
+
+    def _end_epoch(self):
+        if self._auto_reset:
+            self.reset()
+        raise StopIteration
+
+    def reset(self) -> None:
+        """Start the next epoch; ignored with a warning while the epoch is not finished."""
+        for _ in range(self._counters.batches_to_discard_on_reset()):
+            self._fetch_outputs(check_epoch_end=False)
+            self._release_and_schedule()
+            self._counters = self._counters.advance()
+        if not self._counters.epoch_over:
+            logger.warning(RESET_MID_EPOCH_MSG)
+            return
+        self._counters = self._counters.next_epoch()
+        for api in self._apis:
+            api.reset()
+            if api.empty():
+                api.schedule_run()
+                self._ever_scheduled = True
+
+    # -- sizes ----------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Samples in the current epoch: per pipeline (reader mode) or summed (size mode)."""
+        return self._counters.size
+
+    def __len__(self) -> int:
+        """Batches (steps) in the current epoch."""
+        return self._counters.num_batches
+
+    # Read-only views under DALI's attribute names, used by DALI example code (e.g. `it._size`).
+    @property
+    def _size(self) -> int:
+        return self._counters.size
+
+    @property
+    def _counter(self) -> int:
+        return self._counters.counter
+
+    def _nonpadding_mask(self) -> np.ndarray:
+        """Bool mask (NP*bs) of the real rows of the last batch counted; see ``EpochCounters``."""
+        return self._counters.nonpadding_mask()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def checkpoints(self) -> list[bytes]:
+        """One checkpoint per wrapped pipeline, at the last batch handed out, with the counters.
+
+        Raises:
+          ValueError: the pipelines were built without ``enable_checkpointing``.
+        """
+        if not self._enable_checkpointing:
+            raise ValueError(CHECKPOINTING_DISABLED_MSG)
+        if not self._ever_consumed:
+            return list(self._initial_checkpoints)
+        data = self._counters.to_dict()
+        return [api.checkpoint(data) for api in self._apis]
+
+    def _restore_counters(self) -> None:
+        restored = [api.is_restored_from_checkpoint for api in self._apis]
+        if not any(restored):
+            return
+        all_data = [api.restored_iterator_data for api in self._apis]
+        if not all(restored):
+            logger.warning(PARTLY_RESTORED_MSG)
+        elif any(data != all_data[0] for data in all_data):
+            logger.warning(DIFFERENT_ITERATOR_DATA_MSG)
+        data = next(d for d, r in zip(all_data, restored) if r)
+        if not data:
+            logger.warning(NO_ITERATOR_DATA_MSG)
+            return
+        self._counters = self._counters.restore(data)
