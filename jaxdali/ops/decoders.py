@@ -1,0 +1,671 @@
+"""``fn.decoders.image`` and ``fn.decoders.image_random_crop`` (plus the legacy ``fn.image_decoder*``).
+
+Images are decoded on the host through nvImageCodec's CPU backend, one decoder per worker thread,
+with the batch split into chunks by ``ctx.parallel_for``; the decode calls run outside the GIL.
+``device="mixed"`` decodes the same way and hands the result to the pipeline's JAX device.
+
+Which library decodes what (``FORMAT_DECODERS``; the same table is in docs/decoding.md):
+
+==================  ==============================================================================
+format              decoder
+==================  ==============================================================================
+JPEG                nvImageCodec, libjpeg-turbo extension
+JPEG 2000           nvImageCodec, OpenCV-based extension (OpenJPEG)
+PNG                 nvImageCodec, OpenCV-based extension (libpng)
+PNM (PBM/PGM/PPM)   nvImageCodec, OpenCV-based extension
+WebP                nvImageCodec, OpenCV-based extension (libwebp)
+WebP, rejected      ``cv2.imdecode`` (OpenCV) -- nvImageCodec 0.9's WebP parser rejects some valid
+by nvImageCodec     extended (VP8X) files, e.g. with an EXIF chunk; ``decode_path()`` says which ran
+TIFF                nvImageCodec, libtiff extension
+BMP                 nvImageCodec, nvbmp extension
+==================  ==============================================================================
+
+EXIF orientation (``adjust_orientation=True``) is read from the file header by this module (JPEG
+APP1, PNG eXIf, TIFF IFD0, WebP EXIF chunk) and applied after decoding. Crop windows are drawn in
+the oriented image and mapped back into stored coordinates, so only the window is decoded and the
+decoder never sees a window that is out of bounds.
+
+Importing nvImageCodec prints warnings about the optional CUDA libraries (nvJPEG, nvJPEG2000,
+nvTIFF) that a CPU-only host does not have. They are captured while this module imports the
+library and logged at debug level on the ``jaxdali.decoders`` logger; anything else printed then is
+passed through to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import struct
+import sys
+import tempfile
+import threading
+from typing import Any
+
+import numpy as np
+
+from jaxdali import config
+from jaxdali.ops import rng
+from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
+from jaxdali.ops.operator import Operator
+from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
+from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
+
+__all__ = ["FORMAT_DECODERS", "IMAGE", "IMAGE_RANDOM_CROP", "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP",
+           "decode_path", "exif_orientation"]
+
+_log = logging.getLogger("jaxdali.decoders")
+
+#: Format -> library that decodes it on the host. ``decode_path(data)`` returns the entry used.
+FORMAT_DECODERS: dict[str, str] = {
+    "jpeg": "nvImageCodec (libjpeg-turbo extension)",
+    "jpeg2k": "nvImageCodec (OpenCV-based extension, OpenJPEG)",
+    "png": "nvImageCodec (OpenCV-based extension, libpng)",
+    "pnm": "nvImageCodec (OpenCV-based extension)",
+    "webp": "nvImageCodec (OpenCV-based extension, libwebp)",
+    "webp-opencv": "OpenCV cv2.imdecode (WebP files nvImageCodec 0.9's parser rejects, e.g. VP8X with EXIF)",
+    "tiff": "nvImageCodec (libtiff extension)",
+    "bmp": "nvImageCodec (nvbmp extension)",
+}
+
+#: Output element types the decoders produce (as DALI: others are refused).
+_SUPPORTED_DTYPES = (DALIDataType.UINT8, DALIDataType.INT8, DALIDataType.UINT16, DALIDataType.INT16,
+                     DALIDataType.UINT32, DALIDataType.INT32, DALIDataType.FLOAT)
+
+# -- nvImageCodec: quiet import and one decoder per worker thread ------------------------------------
+
+_import_lock = threading.Lock()
+_nvimgcodec: Any = None
+# Lines nvImageCodec prints when optional CUDA libraries are absent (expected on CPU-only hosts).
+_EXPECTED_NOISE = re.compile(r"nvjpeg|nvjpeg2k|nvtiff|nvjpeg2000|nvImageCodec's Python distribution", re.I)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _nvimgcodec_module():
+    """``nvidia.nvimgcodec``, imported once with its missing-CUDA-library warnings captured."""
+    global _nvimgcodec
+    if _nvimgcodec is not None:
+        return _nvimgcodec
+    with _import_lock:
+        if _nvimgcodec is not None:
+            return _nvimgcodec
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                import nvidia.nvimgcodec as module
+            except ImportError as e:
+                module, error = None, e
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            captured.seek(0)
+            text = _ANSI.sub("", captured.read().decode("utf-8", "replace"))
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            if _EXPECTED_NOISE.search(line):
+                _log.debug("nvImageCodec: %s", line)
+            else:
+                print(line, file=sys.stderr)
+        if module is None:
+            raise ImportError("jaxdali's image decoders need nvImageCodec: pip install nvidia-nvimgcodec-cu12") \
+                from error
+        _nvimgcodec = module
+        return module
+
+
+class _ThreadDecoders(threading.local):
+    """Per-thread nvImageCodec decoders, keyed by their option string.
+
+    One ``Decoder`` used by two threads at once fails inside nvImageCodec, so each worker thread
+    owns its own. They hold no results, only codec state, and live as long as their thread.
+    """
+
+    def __init__(self):
+        self.by_options: dict[str, Any] = {}
+
+
+_thread_decoders = _ThreadDecoders()
+
+
+def _decoder(options: str):
+    decoder = _thread_decoders.by_options.get(options)
+    if decoder is None:
+        nvi = _nvimgcodec_module()
+        # max_num_cpu_threads=1: we parallelise across samples ourselves; the default would start a
+        # pool of (cores - 1) threads per worker thread.
+        decoder = nvi.Decoder(device_id=nvi.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=1,
+                              backends=[nvi.Backend(nvi.BackendKind.CPU_ONLY)], options=options)
+        _thread_decoders.by_options[options] = decoder
+    return decoder
+
+
+# -- headers: format, size, EXIF orientation -------------------------------------------------------
+
+def _tiff_orientation(buf: memoryview, base: int) -> int:
+    """Orientation tag (0x0112) of the first IFD of the TIFF structure at ``base``; 1 when absent."""
+    order = bytes(buf[base:base + 2])
+    if order == b"II":
+        e = "<"
+    elif order == b"MM":
+        e = ">"
+    else:
+        return 1
+    try:
+        if struct.unpack_from(e + "H", buf, base + 2)[0] != 42:
+            return 1
+        ifd = base + struct.unpack_from(e + "I", buf, base + 4)[0]
+        count = struct.unpack_from(e + "H", buf, ifd)[0]
+        for k in range(min(count, 512)):
+            tag, kind = struct.unpack_from(e + "HH", buf, ifd + 2 + 12 * k)
+            if tag == 0x0112:
+                value = struct.unpack_from(e + ("I" if kind == 4 else "H"), buf, ifd + 2 + 12 * k + 8)[0]
+                return value if 1 <= value <= 8 else 1
+    except struct.error:
+        return 1
+    return 1
+
+
+def _jpeg_orientation(buf: memoryview) -> int:
+    pos, n = 2, len(buf)
+    try:
+        while pos + 4 <= n:
+            if buf[pos] != 0xFF:
+                return 1
+            marker = buf[pos + 1]
+            if marker == 0xFF:  # fill byte
+                pos += 1
+                continue
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+                pos += 2
+                continue
+            if marker in (0xDA, 0xD9):  # start of scan / end of image: no more headers
+                return 1
+            length = struct.unpack_from(">H", buf, pos + 2)[0]
+            if marker == 0xE1 and bytes(buf[pos + 4:pos + 10]) == b"Exif\x00\x00":
+                return _tiff_orientation(buf, pos + 10)
+            pos += 2 + length
+    except struct.error:
+        return 1
+    return 1
+
+
+def _png_orientation(buf: memoryview) -> int:
+    pos, n = 8, len(buf)
+    try:
+        while pos + 8 <= n:
+            length, kind = struct.unpack_from(">I4s", buf, pos)
+            if kind == b"eXIf":
+                return _tiff_orientation(buf, pos + 8)
+            if kind in (b"IDAT", b"IEND"):
+                return 1
+            pos += 12 + length
+    except struct.error:
+        return 1
+    return 1
+
+
+def _webp_chunks(buf: memoryview):
+    pos, n = 12, len(buf)
+    while pos + 8 <= n:
+        kind, size = struct.unpack_from("<4sI", buf, pos)
+        yield kind, pos + 8, size
+        pos += 8 + size + (size & 1)
+
+
+def _webp_orientation(buf: memoryview) -> int:
+    for kind, start, _ in _webp_chunks(buf):
+        if kind == b"EXIF":
+            if bytes(buf[start:start + 6]) == b"Exif\x00\x00":
+                start += 6
+            return _tiff_orientation(buf, start)
+    return 1
+
+
+def _sniff(buf: memoryview) -> str:
+    head = bytes(buf[:16])
+    if head.startswith(b"\xff\xd8"):
+        return "jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "tiff"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp"
+    return "other"
+
+
+def exif_orientation(data) -> int:
+    """The EXIF orientation (1-8) stored in an encoded image's header; 1 when there is none.
+
+    Reads JPEG APP1, PNG eXIf, TIFF IFD0 and WebP EXIF chunks; other formats carry no orientation.
+    """
+    buf = memoryview(np.ascontiguousarray(data, dtype=np.uint8).reshape(-1))
+    kind = _sniff(buf)
+    if kind == "jpeg":
+        return _jpeg_orientation(buf)
+    if kind == "png":
+        return _png_orientation(buf)
+    if kind == "tiff":
+        return _tiff_orientation(buf, 0)
+    if kind == "webp":
+        return _webp_orientation(buf)
+    return 1
+
+
+def _webp_size(buf: memoryview) -> tuple[int, int] | None:
+    """(height, width) from a WebP header (VP8X canvas, VP8 key frame or VP8L), or None."""
+    try:
+        for kind, start, _ in _webp_chunks(buf):
+            if kind == b"VP8X":
+                w = 1 + int.from_bytes(bytes(buf[start + 4:start + 7]), "little")
+                h = 1 + int.from_bytes(bytes(buf[start + 7:start + 10]), "little")
+                return h, w
+            if kind == b"VP8 ":
+                w, h = struct.unpack_from("<HH", buf, start + 6)
+                return h & 0x3FFF, w & 0x3FFF
+            if kind == b"VP8L":
+                bits = struct.unpack_from("<I", buf, start + 1)[0]
+                return ((bits >> 14) & 0x3FFF) + 1, (bits & 0x3FFF) + 1
+    except struct.error:
+        return None
+    return None
+
+
+@dataclasses.dataclass
+class _Header:
+    """What the decoders learn from an encoded image before decoding it."""
+
+    path: str  # key of FORMAT_DECODERS
+    height: int  # stored (unrotated) size
+    width: int
+    orientation: int
+    stream: Any = None  # nvImageCodec CodeStream (None on the OpenCV path)
+
+
+class ImageDecodeError(RuntimeError):
+    """An encoded image could not be decoded (corrupt, truncated, empty or unsupported)."""
+
+
+def _describe(op: str, index: int, source: str | None) -> str:
+    where = f"sample {index}" + (f" ({source!r})" if source else "")
+    return f"fn.{op}: {where}"
+
+
+def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adjust: bool) -> _Header:
+    buf = memoryview(data)
+    if len(buf) == 0:
+        raise ImageDecodeError(f"{_describe(op, index, source)} is empty (0 bytes); expected an encoded image")
+    nvi = _nvimgcodec_module()
+    kind = _sniff(buf)
+    try:
+        stream = nvi.CodeStream(data)
+        header = _Header(stream.codec_name, int(stream.height), int(stream.width), 1, stream)
+    except RuntimeError as e:
+        size = _webp_size(buf) if kind == "webp" else None
+        if size is None:
+            raise ImageDecodeError(
+                f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting "
+                f"{bytes(buf[:8])!r}); nvImageCodec: {e}. Supported: JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, "
+                "BMP") from None
+        header = _Header("webp-opencv", size[0], size[1], 1)
+    if header.path not in FORMAT_DECODERS:
+        raise ImageDecodeError(f"{_describe(op, index, source)}: unsupported image format {header.path!r}")
+    limit = config.get("max_image_pixels")
+    if header.height * header.width > limit:
+        raise ValueError(
+            f"{_describe(op, index, source)}: the image header declares {header.width} x {header.height} = "
+            f"{header.height * header.width} pixels, more than max_image_pixels={limit}; raise the limit with "
+            "jaxdali.config.update('max_image_pixels', n) or JAXDALI_MAX_IMAGE_PIXELS if the file is trusted")
+    if header.height < 1 or header.width < 1:
+        raise ImageDecodeError(f"{_describe(op, index, source)}: the header declares an empty image "
+                               f"({header.width} x {header.height})")
+    if adjust:
+        header.orientation = exif_orientation(data)
+    return header
+
+
+def decode_path(data) -> str:
+    """Which ``FORMAT_DECODERS`` entry decodes this encoded image (e.g. ``"jpeg"``, ``"webp-opencv"``)."""
+    arr = np.ascontiguousarray(np.asarray(data, dtype=np.uint8).reshape(-1))
+    return _read_header(arr, "decoders.image", 0, None, False).path
+
+
+# -- orientation ------------------------------------------------------------------------------------
+# An EXIF orientation as operations on the stored image S: flip rows?, flip columns?, then transpose?
+_ORIENT = {1: (False, False, False), 2: (False, True, False), 3: (True, True, False), 4: (True, False, False),
+           5: (False, False, True), 6: (True, False, True), 7: (True, True, True), 8: (False, True, True)}
+
+
+def _oriented_size(h: int, w: int, orientation: int) -> tuple[int, int]:
+    return (w, h) if _ORIENT[orientation][2] else (h, w)
+
+
+def _to_stored_window(window, h: int, w: int, orientation: int):
+    """Maps a window (y, x, wh, ww) of the oriented image to the stored image of size h x w."""
+    y, x, wh, ww = window
+    flip_rows, flip_cols, transpose = _ORIENT[orientation]
+    if transpose:
+        y, x, wh, ww = x, y, ww, wh
+    if flip_rows:
+        y = h - y - wh
+    if flip_cols:
+        x = w - x - ww
+    return y, x, wh, ww
+
+
+def _orient(img: np.ndarray, orientation: int) -> np.ndarray:
+    flip_rows, flip_cols, transpose = _ORIENT[orientation]
+    if flip_rows:
+        img = img[::-1]
+    if flip_cols:
+        img = img[:, ::-1]
+    if transpose:
+        img = img.swapaxes(0, 1)
+    return img
+
+
+# -- decoding one image ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _DecodeSpec:
+    """Output settings shared by all samples of one operator."""
+
+    output_type: DALIImageType
+    dtype: np.dtype
+    fast_idct: bool
+
+    @property
+    def options(self) -> str:
+        return ":fast_idct=1" if self.fast_idct else ""
+
+
+def _params(spec: _DecodeSpec):
+    nvi = _nvimgcodec_module()
+    t = spec.output_type
+    if t == DALIImageType.GRAY:
+        color, fmt = nvi.ColorSpec.GRAY, nvi.SampleFormat.I_Y
+    elif t == DALIImageType.BGR:
+        color, fmt = nvi.ColorSpec.SRGB, nvi.SampleFormat.I_BGR
+    elif t == DALIImageType.ANY_DATA:
+        color, fmt = nvi.ColorSpec.UNCHANGED, nvi.SampleFormat.I_UNCHANGED
+    else:  # RGB, and YCbCr which is computed from RGB
+        color, fmt = nvi.ColorSpec.SRGB, nvi.SampleFormat.I_RGB
+    # Native depth always: the conversion to ``dtype`` (8-bit included) is ours, rounded as DALI's.
+    return nvi.DecodeParams(apply_exif_orientation=False, color_spec=color, sample_format=fmt,
+                            allow_any_depth=True)
+
+
+def _decode_nvimgcodec(header: _Header, spec: _DecodeSpec, params, window) -> np.ndarray | None:
+    nvi = _nvimgcodec_module()
+    stream = header.stream
+    if window is not None:
+        y, x, h, w = window
+        stream = stream.get_sub_code_stream(region=nvi.Region(y, x, y + h, x + w))
+    image = _decoder(spec.options).decode(stream, params=params)
+    if image is None:
+        return None
+    out = np.asarray(image.cpu())
+    return out if out.ndim == 3 else out.reshape(out.shape[0], out.shape[1], -1)
+
+
+def _decode_opencv(data: np.ndarray, spec: _DecodeSpec, window) -> np.ndarray | None:
+    import cv2
+
+    t = spec.output_type
+    flags = cv2.IMREAD_IGNORE_ORIENTATION
+    flags |= (cv2.IMREAD_GRAYSCALE if t == DALIImageType.GRAY else
+              cv2.IMREAD_UNCHANGED if t == DALIImageType.ANY_DATA else cv2.IMREAD_COLOR)
+    out = cv2.imdecode(data, flags)
+    if out is None:
+        return None
+    if window is not None:
+        y, x, h, w = window
+        out = out[y:y + h, x:x + w]
+    if out.ndim == 2:
+        return out[:, :, None]
+    if t in (DALIImageType.RGB, DALIImageType.YCbCr):
+        return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
+    if t == DALIImageType.ANY_DATA and out.shape[2] == 4:
+        return cv2.cvtColor(out, cv2.COLOR_BGRA2RGBA)
+    if t == DALIImageType.ANY_DATA and out.shape[2] == 3:
+        return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
+    return out
+
+
+# BT.601 "studio swing" RGB -> YCbCr for values on the 8-bit scale (Y in [16, 235], Cb and Cr in
+# [16, 240]); the last column is the offset. Same definition as DALI's YCbCr output.
+_YCBCR = (np.array([[65.481, 128.553, 24.966, 16.0 * 255],
+                    [-37.797, -74.203, 112.0, 128.0 * 255],
+                    [112.0, -93.786, -18.214, 128.0 * 255]]) / 255.0).astype(np.float32)
+
+
+def _range_max(dtype: np.dtype) -> float:
+    return 1.0 if dtype.kind == "f" else float(np.iinfo(dtype).max)
+
+
+def _from_unit(values: np.ndarray, target: np.dtype) -> np.ndarray:
+    """float32 values in [0, 1] -> ``target``, scaled to its dynamic range (float stays [0, 1])."""
+    if target.kind == "f":
+        return values.astype(target, copy=False)
+    top = np.iinfo(target).max
+    scaled = np.rint(values * np.float32(top))
+    return np.clip(scaled, 0, top, dtype=np.float64 if top > 2 ** 24 else np.float32).astype(target)
+
+
+def _convert(img: np.ndarray, spec: _DecodeSpec) -> np.ndarray:
+    """Colour (YCbCr) and element-type conversion; values are rescaled to the type's dynamic range.
+
+    Computed in float32 as value * (1 / source max) * target max, rounded to nearest: for 8-bit
+    sources this gives DALI's values exactly (checked for every supported type).
+    """
+    import cv2
+
+    target = spec.dtype
+    src_max = _range_max(img.dtype)
+    if spec.output_type == DALIImageType.YCbCr:
+        if img.shape[2] == 1:
+            img = np.repeat(img, 3, axis=2)
+        rgb8 = img.astype(np.float32)
+        if src_max != 255.0:
+            rgb8 *= np.float32(255.0 / src_max)
+        ycc8 = cv2.transform(rgb8, _YCBCR)
+        if target == np.uint8:
+            return np.clip(np.rint(ycc8), 0, 255).astype(np.uint8)
+        return _from_unit(ycc8 * np.float32(1 / 255.0), target)
+    if img.dtype == target:
+        return np.ascontiguousarray(img)
+    return _from_unit(img.astype(np.float32) * np.float32(1 / src_max), target)
+
+
+def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, window, op: str, index: int,
+                source: str | None) -> np.ndarray:
+    """Decodes one image (or the oriented-image ``window`` of it) and converts it to the output type."""
+    stored_window = None
+    if window is not None:
+        stored_window = _to_stored_window(window, header.height, header.width, header.orientation)
+    if header.path == "webp-opencv":
+        img = _decode_opencv(data, spec, stored_window)
+    else:
+        img = _decode_nvimgcodec(header, spec, params, stored_window)
+    if img is None:
+        what = FORMAT_DECODERS[header.path]
+        hint = ("; this image has no output_type=ANY_DATA decoding here, use RGB, BGR or GRAY"
+                if spec.output_type == DALIImageType.ANY_DATA else "")
+        raise ImageDecodeError(
+            f"{_describe(op, index, source)}: {what} could not decode this {header.width} x {header.height} "
+            f"{header.path} image (corrupt or truncated data, or an unsupported variant){hint}")
+    img = _orient(img, header.orientation)
+    return _convert(img, spec)
+
+
+# -- operators --------------------------------------------------------------------------------------
+
+class ImageDecoder(Operator):
+    """Host image decoder (``fn.decoders.image``); ``device="mixed"`` runs the same code."""
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        self.op = node.schema.name
+        dtype = DALIDataType(self.args["dtype"])
+        if dtype not in _SUPPORTED_DTYPES:
+            raise OpArgumentError(
+                f"fn.{self.op}: argument 'dtype' must be one of {[t.name for t in _SUPPORTED_DTYPES]}, "
+                f"got {dtype.name}")
+        self.spec = _DecodeSpec(DALIImageType(self.args["output_type"]), np.dtype(to_numpy_type(dtype)),
+                                bool(self.args["use_fast_idct"]))
+        self.adjust = bool(self.args["adjust_orientation"])
+        _nvimgcodec_module()  # import problems surface at build
+
+    def windows(self, ctx, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
+        """Per-sample (y, x, h, w) windows in the oriented images, or None for whole images."""
+        return None
+
+    def sample_keys(self, ctx) -> np.ndarray | None:
+        return None
+
+    def run(self, ctx, inputs, args):
+        batch = inputs[0]
+        samples = batch.samples()
+        sources = batch.source_info
+        n = len(samples)
+        out: list = [None] * n
+        keys = self.sample_keys(ctx)
+        spec, op, adjust = self.spec, self.op, self.adjust
+        params = _params(spec)
+
+        def decode_chunk(start: int, stop: int) -> None:
+            datas, headers = [], []
+            for i in range(start, stop):
+                source = sources[i] if sources is not None and i < len(sources) else None
+                data = _encoded(samples[i], op, i, source)
+                datas.append(data)
+                headers.append(_read_header(data, op, i, source, adjust))
+            windows = None
+            if keys is not None:
+                sizes = np.array([_oriented_size(h.height, h.width, h.orientation) for h in headers],
+                                 np.int64).reshape(-1, 2)
+                windows = self.windows(ctx, keys[start:stop], sizes[:, 0], sizes[:, 1])
+            for k, i in enumerate(range(start, stop)):
+                source = sources[i] if sources is not None and i < len(sources) else None
+                window = None if windows is None else tuple(int(v[k]) for v in windows)
+                try:
+                    out[i] = _decode_one(datas[k], headers[k], spec, params, window, op, i, source)
+                except ImageDecodeError:
+                    raise
+                except Exception as e:
+                    e.add_note(f"{_describe(op, i, source)} while decoding")
+                    raise
+
+        ctx.parallel_for(decode_chunk, n)
+        return TensorListCPU(out, "HWC")
+
+
+def _encoded(sample, op: str, index: int, source: str | None) -> np.ndarray:
+    arr = np.asarray(sample)
+    if arr.dtype != np.uint8:
+        raise TypeError(f"{_describe(op, index, source)}: the input must hold encoded bytes (uint8), "
+                        f"got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr.reshape(-1))
+
+
+class ImageRandomCropDecoder(ImageDecoder):
+    """``fn.decoders.image_random_crop``: draws a window per sample and decodes only that window."""
+
+    #: Stream of ``rng.uniform`` used for the window draws.
+    STREAM = 0
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        self.area, self.ratio = check_ranges(self.op, self.args["random_area"], self.args["random_aspect_ratio"],
+                                             self.args["num_attempts"])
+        self.num_attempts = int(self.args["num_attempts"])
+
+    def sample_keys(self, ctx) -> np.ndarray:
+        return ctx.sample_keys(self.seed)
+
+    def windows(self, ctx, keys, heights, widths):
+        u = rng.uniform(keys, crop_window_draws(self.num_attempts), self.STREAM)
+        return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
+
+
+# -- schemas ----------------------------------------------------------------------------------------
+
+_OUTPUT_ARGS = (
+    Arg("output_type", "image_type", DALIImageType.RGB,
+        "Colour space of the output: RGB, BGR, GRAY (one channel), YCbCr (BT.601 from RGB) or ANY_DATA "
+        "(the image's own channels, e.g. 4 for RGBA PNG, 1 for grayscale)."),
+    Arg("dtype", "dtype", DALIDataType.UINT8,
+        "Output element type (uint8, int8, uint16, int16, uint32, int32 or float); values are rescaled to "
+        "the type's dynamic range, [0, 1] for float."),
+    Arg("adjust_orientation", "bool", True, "Apply the EXIF orientation stored in the file."),
+    Arg("use_fast_idct", "bool", False,
+        "JPEG: use libjpeg-turbo's fast integer IDCT (faster, slightly less accurate)."),
+    Arg("jpeg_fancy_upsampling", "bool", False,
+        "Accepted for compatibility: the host decoder always upsamples chroma smoothly, as DALI's CPU "
+        "decoder does; in DALI the flag makes the GPU decoder do the same."),
+    Arg("hw_decoder_load", "float", 0.65, "Share of JPEG work for the hardware decoder.", hint=True),
+    Arg("preallocate_width_hint", "int", 0, "Hardware decoder buffer width.", hint=True),
+    Arg("preallocate_height_hint", "int", 0, "Hardware decoder buffer height.", hint=True),
+    Arg("device_memory_padding", "int", 16777216, "nvJPEG device buffer padding.", hint=True),
+    Arg("host_memory_padding", "int", 8388608, "nvJPEG pinned host buffer padding.", hint=True),
+    Arg("device_memory_padding_jpeg2k", "int", 0, "nvJPEG2000 device buffer padding.", hint=True),
+    Arg("host_memory_padding_jpeg2k", "int", 0, "nvJPEG2000 pinned host buffer padding.", hint=True),
+    Arg("hybrid_huffman_threshold", "int", 1000000, "Pixel count above which Huffman decoding moves to the GPU.",
+        hint=True),
+    Arg("affine", "bool", True, "Pin nvJPEG worker threads to CPU cores.", hint=True),
+    Arg("split_stages", "bool", False, "Deprecated in DALI; no effect.", hint=True),
+    Arg("use_chunk_allocator", "bool", False, "Deprecated in DALI; no effect.", hint=True),
+    Arg("memory_stats", "bool", False, "Deprecated in DALI; no effect.", hint=True),
+)
+
+_CACHE_ARGS = (
+    Arg("cache_size", "int", 0, "Decoded-image cache size in MB (DALI's GPU cache).", hint=True),
+    Arg("cache_threshold", "int", 0, "Smallest image size cached.", hint=True),
+    Arg("cache_type", "str", "", "Cache policy ('threshold' or 'largest').", hint=True),
+    Arg("cache_debug", "bool", False, "Print cache statistics.", hint=True),
+    Arg("cache_batch_copy", "bool", True, "Copy cached images in one batched call.", hint=True),
+)
+
+_CROP_ARGS = (
+    Arg("random_area", "floats", (0.08, 1.0),
+        "[min, max] of the window's area as a fraction of the image's, drawn uniformly."),
+    Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3),
+        "[min, max] of the window's width / height, drawn log-uniformly."),
+    Arg("num_attempts", "int", 10, "Windows drawn before falling back to a clamped, centred-size window."),
+)
+
+_IMAGE_DOC = (
+    "Decodes images (JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, BMP) into HWC arrays, one per sample "
+    "(a ragged batch). Input: encoded bytes (1-D uint8), e.g. from fn.readers.file. On the host "
+    "through nvImageCodec's CPU backend (see jaxdali.ops.decoders.FORMAT_DECODERS for which library "
+    "decodes each format); device='mixed' decodes on the host and places the result on the "
+    "pipeline's JAX device. Images whose header declares more than config 'max_image_pixels' "
+    "pixels are refused before decoding. A corrupt, truncated or empty file raises an error naming "
+    "the file.")
+_CROP_DOC = (
+    "Decodes a random window of each image (the Inception-style random-resized-crop window: area "
+    "fraction uniform in random_area, aspect ratio log-uniform in random_aspect_ratio, up to "
+    "num_attempts tries, then a clamped fallback; uniform position). Only the window is decoded. The "
+    "window is drawn in the image as oriented by EXIF and depends only on (seed, iteration, sample). "
+    "Other arguments as fn.decoders.image.")
+
+IMAGE = register(OpSchema(
+    name="decoders.image", impl=ImageDecoder, devices=("cpu", "mixed"), doc=_IMAGE_DOC,
+    args=_OUTPUT_ARGS + _CACHE_ARGS))
+
+IMAGE_DECODER = register(OpSchema(
+    name="image_decoder", impl=ImageDecoder, devices=("cpu", "mixed"),
+    doc="Legacy name of fn.decoders.image. " + _IMAGE_DOC, args=_OUTPUT_ARGS + _CACHE_ARGS))
+
+IMAGE_RANDOM_CROP = register(OpSchema(
+    name="decoders.image_random_crop", impl=ImageRandomCropDecoder, devices=("cpu", "mixed"), doc=_CROP_DOC,
+    args=_OUTPUT_ARGS + _CROP_ARGS))
+
+IMAGE_DECODER_RANDOM_CROP = register(OpSchema(
+    name="image_decoder_random_crop", impl=ImageRandomCropDecoder, devices=("cpu", "mixed"),
+    doc="Legacy name of fn.decoders.image_random_crop. " + _CROP_DOC, args=_OUTPUT_ARGS + _CROP_ARGS))
