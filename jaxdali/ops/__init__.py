@@ -2,3 +2,4 @@
 
 from jaxdali.ops import arithmetic, random, transfer  # noqa: F401
 from jaxdali.ops.readers import external_source, file  # noqa: F401
+from jaxdali.ops import decoders  # noqa: F401
