@@ -130,20 +130,16 @@ UNARY = register(OpSchema(
 
 
 def _operand(value: Any):
-    from jaxdali.pipeline.graph import DataNode, constant_node
+    from jaxdali.pipeline.graph import DataNode, constant_node, default_constant_array
     from jaxdali.types import ScalarConstant
 
     if isinstance(value, DataNode):
         return value
     if isinstance(value, ScalarConstant):
         return constant_node(value.as_array())
-    arr = np.asarray(value)
+    arr = default_constant_array(value)
     if arr.dtype == object:
         raise TypeError(f"cannot use {value!r} in pipeline arithmetic")
-    if arr.dtype == np.float64:
-        arr = arr.astype(np.float32)
-    elif arr.dtype == np.int64:
-        arr = arr.astype(np.int32)
     return constant_node(arr)
 
 

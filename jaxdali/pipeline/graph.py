@@ -13,7 +13,7 @@ from jaxdali.types import ScalarConstant
 if TYPE_CHECKING:
     from jaxdali.pipeline.pipeline import Pipeline
 
-__all__ = ["DataNode", "OpNode", "add_op", "current_graph", "GraphScope", "reachable_ops", "constant_node"]
+__all__ = ["DataNode", "OpNode", "add_op", "current_graph", "GraphScope", "reachable_ops", "constant_node", "default_constant_array"]
 
 _DEVICES = ("cpu", "gpu", "mixed")
 
@@ -191,12 +191,13 @@ def _as_input_node(op: str, i: int, value: Any) -> DataNode:
     if isinstance(value, DataNode):
         return value
     if isinstance(value, (ScalarConstant, int, float, bool, np.ndarray, list, tuple, np.number)):
-        arr = value.as_array() if isinstance(value, ScalarConstant) else _default_constant_array(value)
+        arr = value.as_array() if isinstance(value, ScalarConstant) else default_constant_array(value)
         return constant_node(arr)
     raise OpArgumentError(f"fn.{op}: input {i} must be a DataNode (an output of another operator), got {value!r}")
 
 
-def _default_constant_array(value: Any) -> np.ndarray:
+def default_constant_array(value: Any) -> np.ndarray:
+    """A constant as an array with DALI's default types: Python ints are int32, floats float32."""
     arr = np.asarray(value)
     if arr.dtype == np.float64:
         arr = arr.astype(np.float32)

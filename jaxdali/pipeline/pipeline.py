@@ -14,7 +14,8 @@ from jaxdali.ops.operator import BuildContext
 from jaxdali.ops.schema import OpSchema
 from jaxdali.pipeline import state as state_codec
 from jaxdali.pipeline.executor import Prefetcher, worker_pool
-from jaxdali.pipeline.graph import DataNode, GraphScope, OpNode, constant_node, current_graph, reachable_ops
+from jaxdali.pipeline.graph import (DataNode, GraphScope, OpNode, constant_node, current_graph,
+                                    default_constant_array, reachable_ops)
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type
 
@@ -158,10 +159,7 @@ class Pipeline:
                     raise TypeError(f"Pipeline output {i} is a {type(out).__name__} containing DataNodes; "
                                     "return the nodes as separate outputs (a flat tuple)")
                 else:
-                    try:
-                        arr = np.asarray(out)
-                    except Exception:
-                        raise TypeError(f"Pipeline output {i} must be a DataNode or a constant, got {out!r}") from None
+                    arr = default_constant_array(out)
                     if arr.dtype == object:
                         raise TypeError(f"Pipeline output {i} must be a DataNode or a constant, got {out!r}")
                     nodes.append(constant_node(arr))

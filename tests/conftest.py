@@ -1,0 +1,43 @@
+"""Shared fixtures: the real photo folders and small synthetic file sets."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+FLOWERS = DATA / "flowers"
+
+
+@pytest.fixture(scope="session")
+def flowers_root() -> str:
+    """The 200-photo ImageNet-style folder (5 classes x 40); skips when the shared data is absent."""
+    if not FLOWERS.is_dir():
+        pytest.skip(f"shared test photos not found at {FLOWERS}")
+    return str(FLOWERS)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> pathlib.Path:
+    if not DATA.is_dir():
+        pytest.skip(f"shared test data not found at {DATA}")
+    return DATA
+
+
+def make_index_files(folder: pathlib.Path, n: int) -> list[str]:
+    """n one-byte files whose content is their index (the spec's "files N"), sorted by name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        p = folder / f"{i:05d}.bin"
+        p.write_bytes(bytes([i % 256]))
+        paths.append(str(p))
+    return paths
+
+
+@pytest.fixture
+def index_files(tmp_path):
+    """Factory: ``index_files(n)`` -> list of n one-byte files whose content is their index."""
+    return lambda n: make_index_files(tmp_path / f"files{n}", n)
