@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import pathlib
 
+# Multi-device behaviour is tested on 8 simulated CPU devices; this must precede the first jax import.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
 import pytest
 
 DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
