@@ -122,12 +122,15 @@ def separate_product(p, xp=np):
     """Returns the float product ``p`` unchanged, rounded on its own.
 
     XLA (CPU and GPU) contracts ``a * b + c`` into a fused multiply-add, which rounds once where
-    NumPy rounds twice; the select below keeps the compiler from fusing, so device results equal
-    host results bit for bit. On the host it is the identity.
+    NumPy rounds twice. On the device the product goes through a select that LLVM cannot prove
+    redundant (``p > max`` holds only for +inf, which it maps to +inf), so the addition stays
+    separate and device results equal host results bit for bit. (A NaN test is not enough: LLVM
+    knows that products of converted integers are never NaN.) On the host this is the identity.
     """
     if xp is np:
         return p
-    return xp.where(xp.isnan(p), xp.asarray(np.nan, p.dtype), p)
+    big = np.finfo(p.dtype).max
+    return xp.where(p > big, xp.asarray(np.inf, p.dtype), p)
 
 
 def _float_bounds(src: np.dtype, info: np.iinfo) -> tuple[float, float]:
