@@ -402,7 +402,8 @@ def given_std_factor(stddev, scale: float, epsilon: float, xp=np):
     std = xp.asarray(stddev, np.float32)
     if epsilon:
         std = xp.sqrt(separate_product(std * std, xp) + _F32(epsilon))
-    return _F32(scale) / std
+    with np.errstate(divide="ignore"):  # a zero stddev gives inf, as in DALI
+        return _F32(scale) / std
 
 
 class Normalize(Operator):

@@ -151,9 +151,16 @@ def convert(x, dtype: Any, xp=np, rounding: str = "round"):
     ``xp`` is ``numpy`` or ``jax.numpy``; both give identical results.
     """
     dtype = np.dtype(dtype)
-    src = np.dtype(x.dtype)
-    if src == dtype:
+    if np.dtype(x.dtype) == dtype:
         return x
+    if xp is np:
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and overflow are handled below
+            return _convert(x, dtype, np, rounding)
+    return _convert(x, dtype, xp, rounding)
+
+
+def _convert(x, dtype: np.dtype, xp, rounding: str):
+    src = np.dtype(x.dtype)
     if dtype == np.bool_:
         return x != 0
     if dtype.kind == "f" or src == np.bool_:
