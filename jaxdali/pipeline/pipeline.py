@@ -484,6 +484,9 @@ class IteratorAPI:
     def reset(self) -> None:
         self._pipe.reset()
 
+    def empty(self) -> bool:
+        return self._pipe.empty()
+
     def checkpoint(self, iterator_data: Any) -> bytes:
         return self._pipe._checkpoint_bytes(iterator_data)
 
