@@ -10,14 +10,14 @@ float32 rounding in the last bit(s), stated per operator.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from jaxdali.ops.geometry import (CROP_ARGS, CROP_LAYOUTS, LayoutAware, WindowOutOfBounds, channel_fill,
-                                  check_crop_args, convert, crop_positions, crop_window, device_anchors,
-                                  device_window, image_layout, requested_crop, round_half_away, separate_product, static_sizes,
-                                  window_slices, _channel_shape, _output_dtype, _sample_name)
+                                  channel_shape, check_crop_args, convert, crop_positions, crop_window,
+                                  device_anchors, device_window, image_layout, output_dtype, requested_crop,
+                                  round_half_away, sample_name, separate_product, static_sizes, window_slices)
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
@@ -84,7 +84,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
     def __init__(self, node, build):
         super().__init__(node, build)
         check_crop_args(self.op, node, self.args)
-        self._dtype = _output_dtype(self.op, self.args, _CMN_TYPES)
+        self._dtype = output_dtype(self.op, self.args, _CMN_TYPES)
         if self._dtype is None:
             self._dtype = np.dtype(np.float32)
         for name in ("mean", "std"):
@@ -126,9 +126,9 @@ class CropMirrorNormalize(LayoutAware, Operator):
                 anchor, wshape = crop_window(shape, in_layout, requested_crop(self.op, args, i), pos[i],
                                              args["rounding"], policy)
             except WindowOutOfBounds as e:
-                raise WindowOutOfBounds(f"fn.{self.op}: {_sample_name(x, i)}: {e}") from None
+                raise WindowOutOfBounds(f"fn.{self.op}: {sample_name(x, i)}: {e}") from None
             channels = shape[c_axis]
-            who = _sample_name(x, i)
+            who = sample_name(x, i)
             mean = _per_channel(self.op, "mean", args.sample_value("mean", i), channels, who)
             std = _per_channel(self.op, "std", args.sample_value("std", i), channels, who)
             params.append(cmn_coefficients(mean, std, args["scale"], args["shift"]))
@@ -161,12 +161,12 @@ class CropMirrorNormalize(LayoutAware, Operator):
         dtype = view.dtype
         if outside or view.shape[c_axis] > channels:
             fill = convert(self._fill(view.shape[c_axis]), dtype)
-            view[...] = fill.reshape(_channel_shape(layout, view.ndim, fill.size))
+            view[...] = fill.reshape(channel_shape(layout, view.ndim, fill.size))
         region = view[dst_sl]
         source = src[src_sl]
         if not source.size:
             return
-        shape = _channel_shape(layout, src.ndim, channels)
+        shape = channel_shape(layout, src.ndim, channels)
         offset, factor = params[0].reshape(shape), params[1].reshape(shape)
         if dtype == np.float32:
             np.subtract(source, offset, out=region, dtype=np.float32)
@@ -200,13 +200,13 @@ class CropMirrorNormalize(LayoutAware, Operator):
         c_axis, w_axis = in_layout.index("C"), in_layout.index("W")
         channels = shape[c_axis]
         sizes = static_sizes(self.op, args, shape, in_layout)
-        anchors = device_anchors(self.op, args, shape, in_layout, sizes)
+        anchors = device_anchors(self.op, args, shape, in_layout)
         window, mask = device_window(x, anchors, sizes)
         mean = self._device_params(args, "mean", batch, channels)
         std = self._device_params(args, "std", batch, channels)
         xp = jnp if isinstance(mean, jnp.ndarray) or isinstance(std, jnp.ndarray) else np
         offset, factor = cmn_coefficients(mean, std, args["scale"], args["shift"], xp)
-        bshape = (batch,) + _channel_shape(in_layout, len(shape), channels)
+        bshape = (batch,) + channel_shape(in_layout, len(shape), channels)
         v = (window.astype(jnp.float32) - jnp.reshape(offset, bshape)) * jnp.reshape(factor, bshape)
         channels_out = self._out_channels(channels)
         fill = self._fill(channels_out)
@@ -215,7 +215,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
         if channels_out > channels:
             pad_shape = list(v.shape)
             pad_shape[c_axis + 1] = channels_out - channels
-            extra = fill[channels:].reshape((1,) + _channel_shape(in_layout, len(shape), channels_out - channels))
+            extra = fill[channels:].reshape((1,) + channel_shape(in_layout, len(shape), channels_out - channels))
             v = jnp.concatenate([v, jnp.broadcast_to(jnp.asarray(extra), pad_shape)], axis=c_axis + 1)
         if args.is_per_sample("mirror"):
             flag = args.per_sample("mirror", jnp.int32).reshape((-1,) + (1,) * len(shape))
@@ -244,7 +244,7 @@ CROP_MIRROR_NORMALIZE = register(OpSchema(
         Arg("shift", "float", 0.0, "Value added at the end."),
         Arg("output_layout", "str", "CHW", "Output layout; a permutation of the input layout."),
         Arg("pad_output", "bool", False, "Pad the channels to the next power of two."),
-        Arg("dtype", "dtype", D.FLOAT, "Output type: FLOAT, FLOAT16, UINT8 or INT8."),
+        Arg("dtype", "dtype", None, "Output type: FLOAT (default), FLOAT16, UINT8 or INT8."),
         Arg("output_dtype", "dtype", None, "Deprecated alias of dtype."),
     ),
 ))
@@ -659,7 +659,7 @@ class _ColorOp(LayoutAware, Operator):
 
     def __init__(self, node, build):
         super().__init__(node, build)
-        self._dtype = _output_dtype(self.op, self.args, self.out_types)
+        self._dtype = output_dtype(self.op, self.args, self.out_types)
 
     def _check(self, layout: str, shape_ndim: int, channels: int, in_dtype) -> np.dtype:
         image_layout(self.op, layout, shape_ndim, _COLOR_LAYOUTS)

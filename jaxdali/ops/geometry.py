@@ -27,8 +27,10 @@ from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, to_numpy_type
 
 __all__ = [
-    "CROP_LAYOUTS", "FLIP_LAYOUTS", "image_layout", "round_half_away", "convert", "separate_product",
-    "crop_anchor", "crop_window", "copy_window", "WindowOutOfBounds", "device_window", "LayoutAware",
+    "CROP_LAYOUTS", "FLIP_LAYOUTS", "CROP_ARGS", "image_layout", "sample_name", "output_dtype", "LayoutAware",
+    "round_half_away", "separate_product", "convert", "WindowOutOfBounds", "crop_anchor", "crop_axes",
+    "crop_window", "window_slices", "channel_fill", "channel_shape", "copy_window", "device_window",
+    "check_crop_args", "requested_crop", "crop_positions", "static_sizes", "device_anchors",
     "CROP", "FLIP", "TRANSPOSE", "RESHAPE",
 ]
 
@@ -62,12 +64,12 @@ def image_layout(op: str, layout: str, ndim: int, allowed: Sequence[str]) -> str
     return layout
 
 
-def _sample_name(tl: TensorListCPU, i: int) -> str:
+def sample_name(tl: TensorListCPU, i: int) -> str:
     info = tl.source_info
     return f"sample {i}" + (f" ({info[i]})" if info and i < len(info) and info[i] else "")
 
 
-def _output_dtype(op: str, args, allowed: Sequence[DALIDataType] | None):
+def output_dtype(op: str, args, allowed: Sequence[DALIDataType] | None):
     """The ``dtype`` argument (or its deprecated alias ``output_dtype``) as a NumPy dtype, or None."""
     dtype, alias = args.get("dtype"), args.get("output_dtype")
     if dtype is not None and alias is not None:
@@ -270,7 +272,7 @@ def channel_fill(op: str, fill_values: Sequence[float], channels: int) -> np.nda
     return fill
 
 
-def _channel_shape(layout: str, ndim: int, channels: int) -> tuple[int, ...]:
+def channel_shape(layout: str, ndim: int, channels: int) -> tuple[int, ...]:
     shape = [1] * ndim
     shape[layout.index("C")] = channels
     return tuple(shape)
@@ -284,7 +286,7 @@ def copy_window(src: np.ndarray, dst: np.ndarray, anchor: Sequence[int], fill: n
     """
     src_sl, dst_sl, outside = window_slices(anchor, dst.shape, src.shape)
     if outside:
-        dst[...] = fill.reshape(_channel_shape(layout, dst.ndim, fill.size))
+        dst[...] = fill.reshape(channel_shape(layout, dst.ndim, fill.size))
     region = src[src_sl]
     if region.size:
         np.copyto(dst[dst_sl], convert(region, dtype, np, rounding), casting="unsafe")
@@ -417,11 +419,6 @@ def crop_positions(op: str, args, n: int) -> np.ndarray:
     return pos
 
 
-def crop_is_constant(node) -> bool:
-    """Whether the window size and position are the same for every sample (no argument inputs)."""
-    return not any(name in node.arg_inputs for name in _CROP_SIZE_ARGS + _POS_ARGS)
-
-
 def static_sizes(op: str, args, shape: Sequence[int], layout: str) -> tuple[int, ...]:
     """The device window size over all sample axes (crop sizes are constants)."""
     size_dhw = _constant_crop(op, args)
@@ -440,7 +437,7 @@ def _constant_crop(op: str, args) -> tuple[int | None, int | None, int | None]:
     return tuple(int(args[n]) if args.get(n) is not None else None for n in ("crop_d", "crop_h", "crop_w"))
 
 
-def device_anchors(op: str, args, shape: Sequence[int], layout: str, sizes: Sequence[int]):
+def device_anchors(op: str, args, shape: Sequence[int], layout: str):
     """Per-axis anchors on the device: ints for constant positions, (batch,) int32 arrays otherwise.
 
     Windows are checked against the policy here (static shapes); per-sample positions are not
@@ -477,7 +474,7 @@ class Crop(LayoutAware, Operator):
     def __init__(self, node, build):
         super().__init__(node, build)
         check_crop_args("crop", node, self.args)
-        self._dtype = _output_dtype("crop", self.args, _CROP_OUTPUT_TYPES)
+        self._dtype = output_dtype("crop", self.args, _CROP_OUTPUT_TYPES)
 
     def _plan(self, x: TensorListCPU, args) -> tuple[str, list[tuple[tuple, tuple]]]:
         layout = image_layout("crop", x.layout(), x.ndim, CROP_LAYOUTS)
@@ -488,7 +485,7 @@ class Crop(LayoutAware, Operator):
                 windows.append(crop_window(shape, layout, requested_crop("crop", args, i), pos[i],
                                            args["rounding"], args["out_of_bounds_policy"]))
             except WindowOutOfBounds as e:
-                raise WindowOutOfBounds(f"fn.crop: {_sample_name(x, i)}: {e}") from None
+                raise WindowOutOfBounds(f"fn.crop: {sample_name(x, i)}: {e}") from None
         return layout, windows
 
     def run(self, ctx, inputs, args):
@@ -526,13 +523,13 @@ class Crop(LayoutAware, Operator):
         layout = image_layout("crop", self._device_layout, x.ndim - 1, CROP_LAYOUTS)
         shape = x.shape[1:]
         sizes = static_sizes("crop", args, shape, layout)
-        anchors = device_anchors("crop", args, shape, layout, sizes)
+        anchors = device_anchors("crop", args, shape, layout)
         window, mask = device_window(x, anchors, sizes)
         dtype = self._dtype or np.dtype(x.dtype)
         out = convert(window, dtype, jnp, "truncate")
         if mask is not None:
             fill = convert(channel_fill("crop", args["fill_values"], shape[layout.index("C")]), dtype, np, "truncate")
-            fill = jnp.asarray(fill).reshape((1,) + _channel_shape(layout, out.ndim - 1, fill.size))
+            fill = jnp.asarray(fill).reshape((1,) + channel_shape(layout, out.ndim - 1, fill.size))
             out = jnp.where(mask, out, fill)
         return [out]
 

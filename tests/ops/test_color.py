@@ -415,7 +415,7 @@ def test_normalize_integer_types():
     t = np.float32([0.5, 1.5, 2.5, -0.5, -1.5, 300, -300])
     for dtype, expected in [(types.INT16, [1, 2, 3, -1, -2, 300, -300]), (types.UINT8, [1, 2, 3, 0, 0, 255, 0]),
                             (types.INT8, [1, 2, 3, -1, -2, 127, -128])]:
-        (o,) = one(lambda x: fn.normalize(x, mean=0.0, stddev=1.0, dtype=dtype), [t], layout="")
+        (o,) = one(lambda x, dtype=dtype: fn.normalize(x, mean=0.0, stddev=1.0, dtype=dtype), [t], layout="")
         assert o.tolist() == expected  # DALI 2.4
 
 
@@ -614,7 +614,7 @@ def test_color_ops_per_sample_arguments():
 
     (out, hues), _ = run_pipe(make, imgs)
     for img, o, h in zip(imgs, out, hues):
-        (ref,) = one(lambda x: fn.hsv(x, hue=float(h), saturation=1.2), [img])
+        (ref,) = one(lambda x, h=float(h): fn.hsv(x, hue=h, saturation=1.2), [img])
         np.testing.assert_array_equal(o, ref)
 
 
