@@ -538,7 +538,9 @@ CROP = register(OpSchema(
     name="crop", impl=Crop, devices=("cpu", "gpu"),
     doc="Crops a window of `crop` (or `crop_h` x `crop_w` [x `crop_d`]) at the relative position "
         "`crop_pos_x/y/z`: anchor = rounding(pos * (extent - crop)). Sequences use the same window in "
-        "every frame. Layouts: " + ", ".join(CROP_LAYOUTS) + " (3-D data without a layout is HWC, 4-D FHWC).",
+        "every frame. Layouts: " + ", ".join(CROP_LAYOUTS) + " (3-D data without a layout is HWC, 4-D FHWC).\n\n"
+        ".. note:: On the device (``device='gpu'``) per-sample positions outside [0, 1] are not reported: the "
+        "device program cannot raise, and the window is clamped to the input. The host checks them.",
     args=CROP_ARGS + (
         Arg("dtype", "dtype", None, "Output type: UINT8, FLOAT16 or FLOAT (float -> uint8 truncates and "
             "saturates); default: the input type."),

@@ -211,6 +211,13 @@ def test_cmn_per_sample_mean_std_and_mirror():
         np.testing.assert_array_equal(o, ref[:, ::-1] if c else ref)
 
 
+def test_cmn_deprecated_arguments_still_work():
+    (o,) = one(lambda x: fn.crop_mirror_normalize(x, output_dtype=types.UINT8, image_type=types.RGB), [X])
+    assert o.dtype == np.uint8
+    with pytest.raises(OpArgumentError, match="'dtype' and its deprecated alias 'output_dtype' cannot both be given"):
+        one(lambda x: fn.crop_mirror_normalize(x, dtype=types.UINT8, output_dtype=types.UINT8), [X])
+
+
 def test_cmn_errors():
     with pytest.raises(ValueError, match="'mean' has 2 values for sample 0 with 3 channels"):
         one(lambda x: fn.crop_mirror_normalize(x, mean=[1, 2]), [X])

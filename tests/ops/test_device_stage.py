@@ -160,8 +160,6 @@ DEVICE_OPS = {
     "reshape": lambda x: fn.reshape(x, shape=[-1, 3]),
     "reshape_relative": lambda x: fn.reshape(x, rel_shape=[0.5, 2, 1], layout="ABC"),
     "cast_int8": lambda x: fn.cast(x, dtype=types.INT8),
-    "cast_float16": lambda x: fn.cast(fn.cast(x, dtype=types.FLOAT) * 1.37 - 80.0, dtype=types.FLOAT16),
-    "cast_float_to_uint8": lambda x: fn.cast(fn.cast(x, dtype=types.FLOAT) * 0.731 + 0.5, dtype=types.UINT8),
     "one_hot_axis0": lambda x: fn.one_hot(x[0:2, 0:3, 0], num_classes=256, axis=0, dtype=types.INT32),
     "normalize_given": lambda x: fn.normalize(x, mean=120.0, stddev=55.0, scale=30, shift=128,
                                               dtype=types.UINT8),
@@ -177,6 +175,32 @@ DEVICE_OPS = {
                                                        brightness=uniform(0.5, 1.5), contrast=uniform(0, 2)),
     "color_twist_int16": lambda x: fn.color_twist(x, hue=-20.0, contrast=1.3, dtype=types.INT16),
 }
+
+
+# Float inputs with exact ties (k + 0.5), out-of-range values, infinities and NaN.
+_rng = np.random.default_rng(5)
+FLOAT_IMAGES = [np.concatenate([(_rng.integers(-300, 300, (20, 16, 3)) + 0.5).astype(np.float32),
+                                _rng.normal(100, 120, (20, 8, 3)).astype(np.float32)], axis=1) for _ in range(4)]
+FLOAT_IMAGES[0][0, 0] = [np.nan, np.inf, -np.inf]
+FLOAT_DEVICE_OPS = {
+    "cast_uint8": lambda x: fn.cast(x, dtype=types.UINT8),
+    "cast_int8": lambda x: fn.cast(x, dtype=types.INT8),
+    "cast_int32": lambda x: fn.cast(x, dtype=types.INT32),
+    "cast_float16": lambda x: fn.cast(x, dtype=types.FLOAT16),
+    "cast_bool": lambda x: fn.cast(x, dtype=types.BOOL),
+    "cmn_uint8": lambda x: fn.crop_mirror_normalize(x, mean=[0.5], std=[1.0], dtype=types.UINT8),
+    "crop_to_uint8": lambda x: fn.crop(x, crop=(10, 10), crop_pos_x=uniform(0, 1), dtype=types.UINT8),
+    "normalize_int16": lambda x: fn.normalize(x, mean=0.25, stddev=0.5, dtype=types.INT16),
+    "brightness_contrast_uint8": lambda x: fn.brightness_contrast(x, brightness=uniform(0.5, 1.5), dtype=types.UINT8),
+    "hsv_uint8": lambda x: fn.hsv(x, hue=uniform(-30, 30)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT_DEVICE_OPS))
+def test_device_op_on_float_input_equals_host_op(name, device_ops_stay_on_device):
+    with np.errstate(invalid="ignore"):
+        host, dev = run_once(host_and_device(FLOAT_DEVICE_OPS[name]), FLOAT_IMAGES)
+        assert_same(host, dev)
 
 
 HOST_FALLBACK = {"normalize_computed"}  # statistics need reductions: computed on the host, then moved
