@@ -1,0 +1,1 @@
+"""Framework plugins: iterators that turn pipeline outputs into JAX arrays or torch tensors."""
