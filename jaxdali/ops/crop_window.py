@@ -88,7 +88,8 @@ def random_crop_windows(heights, widths, uniforms, random_area=(0.08, 1.0),
     W = np.asarray(widths, np.float64).reshape(-1)
     n = H.shape[0]
     A = int(num_attempts)
-    u = np.asarray(uniforms, np.float64).reshape(n, -1)
+    u = np.asarray(uniforms, np.float64)
+    u = u.reshape(n, u.size // n if n else crop_window_draws(A))
     if u.shape[1] < crop_window_draws(A):
         raise ValueError(f"random_crop_windows: need {crop_window_draws(A)} uniforms per sample for "
                          f"num_attempts={A}, got {u.shape[1]}")

@@ -276,6 +276,17 @@ def _webp_size(buf: memoryview) -> tuple[int, int] | None:
     return None
 
 
+def _webp_rejected_by_nvimgcodec(buf: memoryview) -> bool:
+    """Extended WebP with an EXIF chunk and a lossless (VP8L) bitstream: nvImageCodec 0.9's parser
+    fails on these ("Unexpected end of stream"), so they go to OpenCV without the failed attempt and
+    its log line. Other WebP files that nvImageCodec rejects still fall back after the attempt."""
+    try:
+        chunks = {kind: start for kind, start, _ in _webp_chunks(buf)}
+        return b"VP8X" in chunks and bool(buf[chunks[b"VP8X"]] & 0x08) and b"VP8L" in chunks
+    except struct.error:
+        return False
+
+
 @dataclasses.dataclass
 class _Header:
     """What the decoders learn from an encoded image before decoding it."""
@@ -302,17 +313,21 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
         raise ImageDecodeError(f"{_describe(op, index, source)} is empty (0 bytes); expected an encoded image")
     nvi = _nvimgcodec_module()
     kind = _sniff(buf)
-    try:
-        stream = nvi.CodeStream(data)
-        header = _Header(stream.codec_name, int(stream.height), int(stream.width), 1, stream)
-    except RuntimeError as e:
-        size = _webp_size(buf) if kind == "webp" else None
-        if size is None:
-            raise ImageDecodeError(
-                f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting "
-                f"{bytes(buf[:8])!r}); nvImageCodec: {e}. Supported: JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, "
-                "BMP") from None
+    size = _webp_size(buf) if kind == "webp" and _webp_rejected_by_nvimgcodec(buf) else None
+    if size is not None:
         header = _Header("webp-opencv", size[0], size[1], 1)
+    else:
+        try:
+            stream = nvi.CodeStream(data)
+            header = _Header(stream.codec_name, int(stream.height), int(stream.width), 1, stream)
+        except RuntimeError as e:
+            size = _webp_size(buf) if kind == "webp" else None
+            if size is None:
+                raise ImageDecodeError(
+                    f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting "
+                    f"{bytes(buf[:8])!r}); nvImageCodec: {e}. Supported: JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, "
+                    "BMP") from None
+            header = _Header("webp-opencv", size[0], size[1], 1)
     if header.path not in FORMAT_DECODERS:
         raise ImageDecodeError(f"{_describe(op, index, source)}: unsupported image format {header.path!r}")
     limit = config.get("max_image_pixels")
