@@ -310,7 +310,7 @@ def _describe(op: str, index: int, source: str | None) -> str:
 def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adjust: bool) -> _Header:
     buf = memoryview(data)
     if len(buf) == 0:
-        raise ImageDecodeError(f"{_describe(op, index, source)} is empty (0 bytes); expected an encoded image")
+        raise ImageDecodeError(f"{_describe(op, index, source)}: empty (0 bytes); expected an encoded image")
     nvi = _nvimgcodec_module()
     kind = _sniff(buf)
     size = _webp_size(buf) if kind == "webp" and _webp_rejected_by_nvimgcodec(buf) else None
