@@ -328,6 +328,8 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
                     f"{bytes(buf[:8])!r}); nvImageCodec: {e}. Supported: JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, "
                     "BMP") from None
             header = _Header("webp-opencv", size[0], size[1], 1)
+    if header.path == "webp-opencv":
+        _log.debug("%s: WebP that nvImageCodec rejects; decoding with OpenCV", _describe(op, index, source))
     if header.path not in FORMAT_DECODERS:
         raise ImageDecodeError(f"{_describe(op, index, source)}: unsupported image format {header.path!r}")
     limit = config.get("max_image_pixels")
@@ -520,8 +522,19 @@ def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, wi
 
 # -- operators --------------------------------------------------------------------------------------
 
+def _encoded(sample, op: str, index: int, source: str | None) -> np.ndarray:
+    arr = np.asarray(sample)
+    if arr.dtype != np.uint8:
+        raise TypeError(f"{_describe(op, index, source)}: the input must hold encoded bytes (uint8), "
+                        f"got dtype {arr.dtype}")
+    return np.ascontiguousarray(arr.reshape(-1))
+
+
 class ImageDecoder(Operator):
     """Host image decoder (``fn.decoders.image``); ``device="mixed"`` runs the same code."""
+
+    #: Whether ``windows`` draws crop windows (the random-crop subclass).
+    crops = False
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -536,61 +549,48 @@ class ImageDecoder(Operator):
         self.adjust = bool(self.args["adjust_orientation"])
         _nvimgcodec_module()  # import problems surface at build
 
-    def windows(self, ctx, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
-        """Per-sample (y, x, h, w) windows in the oriented images, or None for whole images."""
-        return None
-
-    def sample_keys(self, ctx) -> np.ndarray | None:
-        return None
+    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
+        """(y, x, h, w) arrays: one window per sample of the oriented images (``crops`` operators)."""
+        raise NotImplementedError
 
     def run(self, ctx, inputs, args):
         batch = inputs[0]
         samples = batch.samples()
-        sources = batch.source_info
+        sources = batch.source_info or []
         n = len(samples)
         out: list = [None] * n
-        keys = self.sample_keys(ctx)
+        keys = ctx.sample_keys(self.seed) if self.crops else None
         spec, op, adjust = self.spec, self.op, self.adjust
         params = _params(spec)
 
         def decode_chunk(start: int, stop: int) -> None:
-            datas, headers = [], []
-            for i in range(start, stop):
-                source = sources[i] if sources is not None and i < len(sources) else None
-                data = _encoded(samples[i], op, i, source)
-                datas.append(data)
-                headers.append(_read_header(data, op, i, source, adjust))
+            names = [sources[i] if i < len(sources) else None for i in range(start, stop)]
+            datas = [_encoded(samples[i], op, i, name) for i, name in zip(range(start, stop), names)]
+            headers = [_read_header(data, op, i, name, adjust)
+                       for i, data, name in zip(range(start, stop), datas, names)]
             windows = None
-            if keys is not None:
+            if keys is not None:  # vectorised over the chunk's samples
                 sizes = np.array([_oriented_size(h.height, h.width, h.orientation) for h in headers],
                                  np.int64).reshape(-1, 2)
-                windows = self.windows(ctx, keys[start:stop], sizes[:, 0], sizes[:, 1])
+                windows = np.stack(self.windows(keys[start:stop], sizes[:, 0], sizes[:, 1]), axis=1).tolist()
             for k, i in enumerate(range(start, stop)):
-                source = sources[i] if sources is not None and i < len(sources) else None
-                window = None if windows is None else tuple(int(v[k]) for v in windows)
+                window = None if windows is None else windows[k]
                 try:
-                    out[i] = _decode_one(datas[k], headers[k], spec, params, window, op, i, source)
+                    out[i] = _decode_one(datas[k], headers[k], spec, params, window, op, i, names[k])
                 except ImageDecodeError:
                     raise
                 except Exception as e:
-                    e.add_note(f"{_describe(op, i, source)} while decoding")
+                    e.add_note(f"{_describe(op, i, names[k])} while decoding")
                     raise
 
         ctx.parallel_for(decode_chunk, n)
         return TensorListCPU(out, "HWC")
 
 
-def _encoded(sample, op: str, index: int, source: str | None) -> np.ndarray:
-    arr = np.asarray(sample)
-    if arr.dtype != np.uint8:
-        raise TypeError(f"{_describe(op, index, source)}: the input must hold encoded bytes (uint8), "
-                        f"got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr.reshape(-1))
-
-
 class ImageRandomCropDecoder(ImageDecoder):
     """``fn.decoders.image_random_crop``: draws a window per sample and decodes only that window."""
 
+    crops = True
     #: Stream of ``rng.uniform`` used for the window draws.
     STREAM = 0
 
@@ -600,10 +600,7 @@ class ImageRandomCropDecoder(ImageDecoder):
                                              self.args["num_attempts"])
         self.num_attempts = int(self.args["num_attempts"])
 
-    def sample_keys(self, ctx) -> np.ndarray:
-        return ctx.sample_keys(self.seed)
-
-    def windows(self, ctx, keys, heights, widths):
+    def windows(self, keys, heights, widths):
         u = rng.uniform(keys, crop_window_draws(self.num_attempts), self.STREAM)
         return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
 
@@ -656,12 +653,12 @@ _CROP_ARGS = (
 
 _IMAGE_DOC = (
     "Decodes images (JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, BMP) into HWC arrays, one per sample "
-    "(a ragged batch). Input: encoded bytes (1-D uint8), e.g. from fn.readers.file. On the host "
-    "through nvImageCodec's CPU backend (see jaxdali.ops.decoders.FORMAT_DECODERS for which library "
-    "decodes each format); device='mixed' decodes on the host and places the result on the "
-    "pipeline's JAX device. Images whose header declares more than config 'max_image_pixels' "
-    "pixels are refused before decoding. A corrupt, truncated or empty file raises an error naming "
-    "the file.")
+    "(a ragged batch). Input: encoded bytes (1-D uint8), e.g. from fn.readers.file. Decoded on the "
+    "host; device='mixed' places the result on the pipeline's JAX device. Images whose header "
+    "declares more than config 'max_image_pixels' pixels are refused before decoding. A corrupt, "
+    "truncated or empty file raises ImageDecodeError naming the file.\n\nDecoder per format "
+    "(jaxdali.ops.decoders.FORMAT_DECODERS; decode_path(data) tells which one a file takes):\n"
+    + "\n".join(f"  {k}: {v}" for k, v in FORMAT_DECODERS.items()))
 _CROP_DOC = (
     "Decodes a random window of each image (the Inception-style random-resized-crop window: area "
     "fraction uniform in random_area, aspect ratio log-uniform in random_aspect_ratio, up to "

@@ -302,7 +302,7 @@ def test_exif_orientation_of_other_formats(fmt, kwargs):
 
 # -- errors -----------------------------------------------------------------------------------------
 
-def _bad_files(tmp_path, good: bytes) -> dict[str, bytes]:
+def _bad_files(good: bytes) -> dict[str, bytes]:
     png = encode(gradient(), "PNG")
     return {
         "empty.jpg": b"",
@@ -317,7 +317,7 @@ def _bad_files(tmp_path, good: bytes) -> dict[str, bytes]:
 def test_bad_file_error_names_the_file(name, tmp_path):
     good = encode(smooth(), "JPEG", quality=90)
     (tmp_path / "good.jpg").write_bytes(good)
-    (tmp_path / name).write_bytes(_bad_files(tmp_path, good)[name])
+    (tmp_path / name).write_bytes(_bad_files(good)[name])
     files = [str(tmp_path / "good.jpg"), str(tmp_path / name)]
 
     def graph():
