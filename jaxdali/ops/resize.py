@@ -94,7 +94,8 @@ def resize_geometry(in_size, requested, mode: str = "default", max_size=None, ro
         it would exceed ``max_size``.
         With nothing specified the sample keeps its size (``max_size`` is not applied).
       max_size: None, or (d,) limits; entries <= 0 mean "no limit".
-      roi_start, roi_end: None, or (n, d) absolute source window corners; start > end flips.
+      roi_start, roi_end: None, or (n, d) absolute source window corners; start > end flips the
+        axis, except an axis with an unspecified size in the default and stretch modes.
       subpixel_scale: when a requested (or derived) extent is fractional, the output extent is
         rounded, and the source window is resized around its centre so that the scale factor is
         the requested one. When False, the window is kept and the scale follows the rounded size.
@@ -109,6 +110,10 @@ def resize_geometry(in_size, requested, mode: str = "default", max_size=None, ro
     req = np.broadcast_to(np.asarray(requested, np.float64), (n, d))
     lo = np.zeros((n, d)) if roi_start is None else np.broadcast_to(np.asarray(roi_start, np.float64), (n, d))
     hi = in_size if roi_end is None else np.broadcast_to(np.asarray(roi_end, np.float64), (n, d))
+    # A window given backwards flips the axis, except (as in DALI) an axis whose size is unspecified
+    # in the default and stretch modes, which reads it forwards. A negative size flips (again).
+    unspecified = (req == 0) & (mode in ("default", "stretch"))
+    lo, hi = np.where(unspecified, np.minimum(lo, hi), lo), np.where(unspecified, np.maximum(lo, hi), hi)
     flip = req < 0
     lo, hi = np.where(flip, hi, lo), np.where(flip, lo, hi)
     extent = np.abs(hi - lo)
