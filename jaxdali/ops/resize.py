@@ -643,3 +643,71 @@ result moves to the pipeline's device.
         Arg("image_type", "image_type", None, "Deprecated in DALI; no effect.", hint=True),
     ) + _INTERP_ARGS,
 ))
+
+
+# -- fn.random_resized_crop ------------------------------------------------------------------------------------
+
+
+class RandomResizedCrop(Operator):
+    """``fn.random_resized_crop``: a random window (the one ``fn.decoders.image_random_crop`` draws),
+    resized to ``size``. Frames of a sequence share their sample's window."""
+
+    #: Stream of ``rng.uniform`` used for the window draws (the decoder's, so equal seeds give equal windows).
+    STREAM = 0
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        op = "random_resized_crop"
+        self.area, self.ratio = check_ranges(op, self.args["random_area"], self.args["random_aspect_ratio"],
+                                             self.args["num_attempts"])
+        self.num_attempts = int(self.args["num_attempts"])
+        size = [int(v) for v in self.args["size"]]  # DALI converts to integers by truncation
+        if len(size) == 1:
+            size = size * 2
+        if len(size) != 2 or min(size) <= 0:
+            raise OpArgumentError(f"fn.{op}: argument 'size' must be one positive value or two [height, width], "
+                                  f"got {list(self.args['size'])}")
+        self.size = np.array(size, np.int64)
+        _check_dtype_arg(op, self.args.get("dtype"))
+
+    def windows(self, ctx, heights: np.ndarray, widths: np.ndarray):
+        """Per-sample (y, x, h, w) windows for this iteration."""
+        u = rng.uniform(ctx.sample_keys(self.seed), crop_window_draws(self.num_attempts), self.STREAM)
+        return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
+
+    def run(self, ctx, inputs, args):
+        op = "random_resized_crop"
+        images = inputs[0]
+        n = len(images)
+        layout = SpatialLayout.parse(op, images.layout(), images.ndim, allow_depth=False)
+        dtype = _output_dtype(op, images.np_dtype, self.args.get("dtype"))
+        in_hw = np.array(images.shape(), np.int64).reshape(n, -1)[:, list(layout.axes)]
+        if n and in_hw.min() < 1:
+            bad = int(np.argmin(in_hw.min(axis=1)))
+            raise ValueError(f"{_describe(op, bad, images.source_info)} is empty (shape {tuple(images.shape()[bad])})")
+        y, x, h, w = self.windows(ctx, in_hw[:, 0], in_hw[:, 1]) if n else (np.zeros(0, np.int64),) * 4
+        lo = np.stack([y, x], axis=1).astype(np.float64)
+        hi = lo + np.stack([h, w], axis=1)
+        out_size = np.broadcast_to(self.size, (n, 2))
+        min_f, mag_f = _filters(args, n)
+        return _resample_batch(ctx, op, images, layout, out_size, lo, hi, min_f, mag_f,
+                               bool(self.args["antialias"]), dtype)
+
+
+RANDOM_RESIZED_CROP = register(OpSchema(
+    name="random_resized_crop", impl=RandomResizedCrop, devices=("cpu", "gpu"),
+    doc="""Crops a random window and resizes it to ``size`` (Inception-style augmentation).
+
+The window is drawn as in ``fn.decoders.image_random_crop`` (see ``jaxdali.ops.crop_window``): area
+a fraction ``random_area`` of the image, aspect ratio (width / height) log-uniform in
+``random_aspect_ratio``, up to ``num_attempts`` tries before a clamped fallback. With the same
+``seed`` both operators draw the same windows. Frames of a sequence (FHWC) share one window.
+Layouts HWC, CHW, FHWC, FCHW, CFHW; types uint8, int16, uint16, float32. ``device="gpu"`` runs the
+host implementation; the result moves to the pipeline's device.""",
+    args=(
+        Arg("size", "floats", REQUIRED, "Output [height, width], or one value for both (truncated to integers)."),
+        Arg("random_area", "floats", (0.08, 1.0), "[min, max] of the window's area as a fraction of the image's."),
+        Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3), "[min, max] of the window's width / height."),
+        Arg("num_attempts", "int", 10, "Windows drawn before the fallback."),
+    ) + _INTERP_ARGS,
+))
