@@ -1,0 +1,139 @@
+"""``data_iterator``: one pipeline per device from a graph function, wrapped in an iterator."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from jaxdali.pipeline.decorator import pipeline_def
+from jaxdali.plugin.base_iterator import LastBatchPolicy
+from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
+
+__all__ = ["data_iterator", "make_data_iterator"]
+
+BOTH_SHARDING_AND_DEVICES_MSG = "Only one of `sharding` and `devices` arguments can be provided."  # E25
+MULTIPROCESS_PMAP_MSG = (  # E28
+    "Iterator compatible with pmapped JAX functions does not support running in multiprocess mode. "
+    "Use `sharding` argument instead.")
+
+
+def _reject_duplicates(func_name: str, kwargs: dict, names: Sequence[str]) -> None:
+    for name in names:
+        if name in kwargs:
+            raise TypeError(f"{func_name}() got multiple values for keyword argument '{name}'")
+
+
+def make_data_iterator(iterator_type: type) -> Callable:
+    """The ``data_iterator`` decorator for an iterator class (the plain and the peekable one)."""
+
+    def data_iterator(pipeline_fn: Callable | None = None, output_map: Sequence[str] = (), size: int = -1,
+                      reader_name: str | None = None, auto_reset: bool | str | None = False,
+                      last_batch_padded: bool = False, last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL,
+                      prepare_first_batch: bool = True, sharding=None, devices: Sequence | None = None,
+                      pmap_compatible: bool | None = None):
+        return _decorate(iterator_type, pipeline_fn, sharding, devices, pmap_compatible,
+                         dict(output_map=list(output_map), size=size, reader_name=reader_name, auto_reset=auto_reset,
+                              last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
+                              prepare_first_batch=prepare_first_batch))
+
+    data_iterator.__doc__ = _DOC
+    return data_iterator
+
+
+_DOC = """Decorator: a graph function becomes a factory of iterators over one pipeline per device.
+
+    Use as ``@data_iterator(output_map=[...], reader_name=..., sharding=...)`` or functionally as
+    ``data_iterator(fn, output_map=[...])``. The factory's signature is
+    ``factory(*args, checkpoints=None, **kwargs)``; ``kwargs`` mixes Pipeline arguments
+    (``batch_size``, ``num_threads`` (default 4), ``seed``, ``prefetch_queue_depth``,
+    ``enable_checkpointing``, ...) and the function's own parameters, routed by name.
+
+    Without ``sharding``/``devices``: one pipeline (``device_id`` defaults to 0; pass ``device_id=None``
+    for a CPU-only pipeline) and ``batch_size`` is its batch.
+
+    With ``sharding`` (global ``jax.Array``s) or ``devices`` (pmap-style stacks): ``batch_size`` is the
+    **global** batch; each device gets ``batch_size // device count``. One pipeline is built per
+    local device (per entry of ``devices``), with ``device_id`` = the device's local index,
+    ``shard_id`` = its position in ``jax.devices()`` (in ``devices``) and ``num_shards`` = the device
+    count, so the graph function must take ``shard_id`` and ``num_shards`` and pass them to its reader.
+    ``checkpoints`` gives one checkpoint per device (from ``iterator.checkpoints()``).
+
+    .. note::
+       Deliberate differences from DALI: shard ids are positions in ``jax.devices()``, not
+       ``device.id`` (they differ in multi-process CPU runs); a global batch that the device count
+       does not divide raises ValueError instead of silently dropping samples; ``device_id`` is the
+       device's real local index, also for a ``devices`` subset.
+
+    Example::
+
+        @data_iterator(output_map=["images", "labels"], reader_name="Reader",
+                       sharding=NamedSharding(mesh, PartitionSpec("batch")))
+        def loader(root, shard_id, num_shards):
+            jpegs, labels = fn.readers.file(file_root=root, shard_id=shard_id, num_shards=num_shards,
+                                            name="Reader")
+            return fn.decoders.image(jpegs), labels
+
+        it = loader(root="/data", batch_size=256)   # 256 = global batch
+    """
+
+
+def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatible, iterator_args: dict):
+    if sharding is not None and devices is not None:
+        raise ValueError(BOTH_SHARDING_AND_DEVICES_MSG)
+
+    def decorate(func: Callable):
+        make_pipeline = pipeline_def(func)
+
+        @functools.wraps(func)
+        def create_iterator(*args: Any, checkpoints: Sequence[bytes] | None = None, **kwargs: Any):
+            kwargs.setdefault("num_threads", default_num_threads_value())
+            if sharding is None and devices is None:
+                _reject_duplicates(func.__name__, kwargs, ("checkpoint",))
+                kwargs.setdefault("device_id", 0)
+                pipe = make_pipeline(*args, checkpoint=checkpoints[0] if checkpoints else None, **kwargs)
+                return iterator_type(pipe, **iterator_args, pmap_compatible=pmap_compatible)
+            _reject_duplicates(func.__name__, kwargs, ("device_id", "shard_id", "num_shards", "checkpoint"))
+            pipes = _pipelines_per_device(make_pipeline, func, args, kwargs, checkpoints)
+            if sharding is not None:
+                return iterator_type(pipes, **iterator_args, sharding=sharding)
+            return iterator_type(pipes, **iterator_args,
+                                 pmap_compatible=True if pmap_compatible is None else pmap_compatible)
+
+        return create_iterator
+
+    def _pipelines_per_device(make_pipeline, func, args, kwargs, checkpoints):
+        import jax
+
+        global_batch = kwargs.pop("batch_size")  # KeyError 'batch_size' when missing (as in DALI)
+        local = jax.local_devices()
+        if devices is not None:
+            if jax.local_device_count() != jax.device_count():
+                raise RuntimeError(MULTIPROCESS_PMAP_MSG)
+            use = list(devices)
+            positions = {d: i for i, d in enumerate(use)}
+        else:
+            use = list(local)
+            positions = {d: i for i, d in enumerate(jax.devices())}
+        num_shards = len(positions)
+        if global_batch % num_shards or global_batch < num_shards:
+            raise ValueError(f"{func.__name__}: the global batch_size={global_batch} must be a positive multiple of "
+                             f"the {num_shards} devices it is split over")
+        if checkpoints and len(checkpoints) != len(use):
+            raise RuntimeError(f"The number of checkpoints provided ({len(checkpoints)}) should match the number "
+                               f"of devices to use ({len(use)}).")
+        pipes = []
+        for i, device in enumerate(use):
+            if device not in local:
+                raise ValueError(f"device {device} is not a local device of this process")
+            pipes.append(make_pipeline(*args, batch_size=global_batch // num_shards, device_id=local.index(device),
+                                       shard_id=positions[device], num_shards=num_shards,
+                                       checkpoint=checkpoints[i] if checkpoints else None, **kwargs))
+        return pipes
+
+    if pipeline_fn is not None:
+        return decorate(pipeline_fn)
+    return decorate
+
+
+data_iterator = make_data_iterator(DALIGenericIterator)
+

@@ -1,0 +1,183 @@
+"""``DALIGenericIterator`` for JAX: pipeline outputs as ``dict[str, jax.Array]``."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from jaxdali.plugin.jax import assembly
+
+__all__ = ["DALIGenericIterator", "default_num_threads_value"]
+
+PARTIAL_MSG = "JAX iterator does not support partial last batch policy."  # E3
+SHARDING_TYPE_MSG = "`sharding` should be an instance of `jax.sharding.Sharding`"  # E5
+DISTINCT_NAMES_MSG = "output_map names should be distinct"  # E2
+
+
+def default_num_threads_value() -> int:
+    """Worker threads the ``data_iterator`` decorator gives a pipeline when ``num_threads`` is not set."""
+    return 4
+
+
+def _pipeline_device(pipe) -> Any:
+    if pipe.device_id is None:
+        return None
+    import jax
+
+    local = jax.local_devices()
+    if pipe.device_id >= len(local):
+        raise RuntimeError(f"pipeline device_id={pipe.device_id} names local JAX device {pipe.device_id}, but this "
+                           f"process has {len(local)}: {local}")
+    return local[pipe.device_id]
+
+
+class DALIGenericIterator(_DaliBaseIterator):
+    """Iterates over pipelines and returns each batch as ``{name: jax.Array}``.
+
+    Args:
+      pipelines: a Pipeline or a list of them (same ``batch_size``); the iterator builds them.
+      output_map: names of the consecutive pipeline outputs (may be shorter than the outputs).
+      size: samples per epoch summed over the pipelines (size mode; -1: until a source ends).
+        Mutually exclusive with ``reader_name``.
+      reader_name: name of a reader whose metadata defines the epoch (recommended).
+      auto_reset: reset automatically at the end of an epoch (False/None/"no" or True/"yes").
+      last_batch_padded: size mode only: whether the reader pads its last batch.
+      last_batch_policy: ``LastBatchPolicy.FILL`` (default) or ``DROP`` (PARTIAL needs ragged
+        batches, which JAX arrays are not).
+      prepare_first_batch: fetch the first batch in the constructor.
+      sharding: a ``jax.sharding.Sharding`` for every output, or a dict ``{output name: Sharding}``.
+        Each output becomes one global array of ``D * batch_size`` rows (``D`` = devices in the
+        sharding), built with ``jax.make_array_from_single_device_arrays``; the sharding may also
+        split other axes or replicate rows (see ``jaxdali.plugin.jax.assembly``).
+      pmap_compatible: with no sharding, return a leading device axis even for one pipeline.
+        With several pipelines the axis is always there.
+
+    Output placement: a pipeline's device outputs live on its JAX device (``device_id``); its CPU
+    outputs are placed there too. ``device_id=None`` pipelines give arrays on JAX's default device,
+    or, with a sharding, on the sharding's devices in row order.
+
+    .. note::
+       Beyond DALI: per-output shardings (DALI issue #5535), shardings other than "split the
+       batch over all devices", and ``is_nonpadding`` on every iterator.
+
+    Example::
+
+        it = DALIGenericIterator(pipe, ["images", "labels"], reader_name="Reader",
+                                 sharding=NamedSharding(mesh, PartitionSpec("batch")))
+        for batch in it:
+            loss = train_step(state, batch["images"], batch["labels"])
+    """
+
+    def __init__(self, pipelines, output_map: Sequence[str], size: int = -1, reader_name: str | None = None,
+                 auto_reset: bool | str | None = False, last_batch_padded: bool = False,
+                 last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL, prepare_first_batch: bool = True,
+                 sharding=None, pmap_compatible: bool | None = None):
+        output_map = list(output_map)
+        if len(set(output_map)) != len(output_map):
+            raise AssertionError(DISTINCT_NAMES_MSG)
+        if last_batch_policy == LastBatchPolicy.PARTIAL:
+            raise AssertionError(PARTIAL_MSG)
+        self.output_map = output_map
+        self._shardings = _check_sharding(sharding, output_map)
+        self._sharding = sharding
+        self._pmap_compatible = bool(pmap_compatible)
+        self._devices: list | None = None
+        super().__init__(pipelines, size=size, reader_name=reader_name, auto_reset=auto_reset,
+                         last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
+                         prepare_first_batch=prepare_first_batch)
+
+    def __next__(self) -> dict:
+        return self._next_batch()
+
+    # -- assembly ----------------------------------------------------------------------------------------
+    def _assemble_batch(self, outputs: list[tuple], rows) -> dict:
+        batch = {}
+        for i, name in enumerate(self.output_map):
+            per_pipeline = [out[i] for out in outputs]
+            batch[name] = self._assemble(name, per_pipeline)
+        return batch
+
+    def _assemble(self, name: str, per_pipeline: list) -> Any:
+        sharding = self._shardings.get(name)
+        if sharding is not None:
+            devices = self._devices_for(sharding, per_pipeline)
+            return assembly.assemble_sharded(dict(zip(devices, per_pipeline)), sharding, self.batch_size)
+        devices = self._devices_for(None, per_pipeline)
+        if len(per_pipeline) > 1 or self._pmap_compatible:
+            shapes = {assembly.host_shape(b) for b in per_pipeline}
+            if len(shapes) > 1:
+                raise AssertionError(assembly.SHAPES_DIFFER_MSG)
+            return assembly.stack_pipelines(per_pipeline, devices)
+        return assembly.device_array(per_pipeline[0], devices[0])
+
+    def _devices_for(self, sharding, per_pipeline: list) -> list:
+        if self._devices is None:
+            self._devices = [_pipeline_device(p) for p in self._pipes]
+        if sharding is None or all(d is not None for d in self._devices):
+            if sharding is not None:
+                _check_on_sharding(self._devices, sharding)
+            return self._devices
+        if any(d is not None for d in self._devices):
+            raise ValueError("with a sharding, either every pipeline has a device_id or none has; got device_ids "
+                             f"{[p.device_id for p in self._pipes]}")
+        # CPU-only pipelines: give them the sharding's addressable devices in row order.
+        shape = (len(sharding.device_set) * self.batch_size,) + tuple(assembly.host_shape(per_pipeline[0])[1:])
+        layout = assembly.row_blocks(sharding, shape, self.batch_size)
+        ordered = [d for _, _, owners in layout.blocks for d in owners if d in sharding.addressable_devices]
+        if len(ordered) != len(self._pipes):
+            raise ValueError(f"the sharding has {len(ordered)} addressable devices but the iterator wraps "
+                             f"{len(self._pipes)} pipelines; build one pipeline per addressable device")
+        return ordered
+
+    # -- padding mask ---------------------------------------------------------------------------------------
+    @property
+    def is_nonpadding(self):
+        """Which rows of the last returned batch are real samples (False: reader padding).
+
+        A NumPy bool array of ``NP * batch_size`` entries; with a sharding, a ``jax.Array`` whose rows
+        are placed like the outputs' rows, so ``jnp.sum(mask)`` in a jitted evaluation step counts each
+        sample exactly once across shards. Reader mode only.
+        """
+        mask = np.asarray(self._nonpadding_mask(), dtype=bool)
+        if not self._shardings:
+            return mask
+        sharding = next(iter(self._shardings.values()))
+        bs = self.batch_size
+        pieces = [mask[j * bs:(j + 1) * bs] for j in range(len(self._pipes))]
+        devices = self._devices_for(sharding, [mask[:bs]] * len(self._pipes))
+        shape = (len(sharding.device_set) * bs,)
+        return assembly.assemble_sharded(dict(zip(devices, pieces)), assembly.row_sharding(sharding, shape, bs), bs)
+
+
+def _check_sharding(sharding, output_map: list[str]) -> dict:
+    from jax.sharding import Sharding
+
+    if sharding is None:
+        return {}
+    if isinstance(sharding, Sharding):
+        return {name: sharding for name in output_map}
+    if isinstance(sharding, Mapping):
+        unknown = sorted(set(sharding) - set(output_map))
+        missing = sorted(set(output_map) - set(sharding))
+        if unknown or missing:
+            raise ValueError(f"the sharding dict must have one entry per output name {output_map}; "
+                             f"unknown names: {unknown}, missing names: {missing}")
+        for name, s in sharding.items():
+            if not isinstance(s, Sharding):
+                raise AssertionError(f"{SHARDING_TYPE_MSG} (output {name!r} got {type(s).__name__})")
+        device_sets = {frozenset(s.device_set) for s in sharding.values()}
+        if len(device_sets) > 1:
+            raise ValueError("all per-output shardings must span the same devices")
+        return dict(sharding)
+    raise AssertionError(SHARDING_TYPE_MSG)
+
+
+def _check_on_sharding(devices: list, sharding) -> None:
+    if len(set(devices)) != len(devices):
+        raise AssertionError(assembly.DEVICES_PARTLY_SHARED_MSG)
+    outside = [d for d in devices if d not in sharding.device_set]
+    if outside:
+        raise ValueError(f"pipelines on devices {outside} are not among the sharding's devices "
+                         f"{sorted(sharding.device_set, key=lambda d: d.id)}")

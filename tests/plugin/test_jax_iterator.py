@@ -1,0 +1,338 @@
+"""JAX DALIGenericIterator and data_iterator on 8 simulated CPU devices (spec §3, §4, §7, cases A, F, G)."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from jaxdali import fn, pipeline_def, types  # noqa: E402
+from jaxdali.plugin.jax import DALIGenericIterator, LastBatchPolicy, data_iterator  # noqa: E402
+
+NDEV = len(jax.devices())
+needs8 = pytest.mark.skipif(NDEV < 8, reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8")
+
+
+@pipeline_def(num_threads=1, prefetch_queue_depth=1)
+def files_pipe(files, shard_id=0, num_shards=1, pad=False, stick=False):
+    data, label = fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, pad_last_batch=pad,
+                                  stick_to_shard=stick, name="Reader")
+    return data, label
+
+
+def values(batch, key="data"):
+    return np.asarray(batch[key]).reshape(-1).tolist()
+
+
+# -- construction and basic iteration (A) ------------------------------------------------------------------
+
+def test_a1_shapes_types_and_placement(index_files):
+    it = DALIGenericIterator(files_pipe(index_files(7), batch_size=2, device_id=None), ["data", "label"],
+                             reader_name="Reader")
+    assert (len(it), it.size, it.batch_size) == (4, 8, 2)
+    batch = next(it)
+    assert list(batch) == ["data", "label"]
+    assert batch["data"].shape == (2, 1) and batch["data"].dtype == jnp.uint8
+    assert batch["label"].shape == (2, 1) and batch["label"].dtype == jnp.int32
+    assert batch["data"].devices() == {jax.devices("cpu")[0]}
+
+
+def test_a2_a3_a4_output_map_lengths(index_files):
+    files = index_files(7)
+    it = DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), ["data"], reader_name="Reader")
+    assert list(next(it)) == ["data"]
+    with pytest.raises(IndexError):
+        DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), ["a", "b", "c"], reader_name="Reader")
+    it = DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), [], reader_name="Reader")
+    assert next(it) == {}
+
+
+def test_a6_64bit_outputs_are_narrowed_without_x64():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def p():
+        src = fn.external_source(source=lambda: (np.zeros((2, 1), np.int64), np.zeros((2, 1), np.float64),
+                                                 np.zeros((2, 1), np.float16), np.zeros((2, 1), bool)),
+                                 num_outputs=4)
+        return tuple(src)
+
+    batch = next(DALIGenericIterator(p(), ["i", "f", "h", "b"]))
+    assert [str(batch[k].dtype) for k in "ifhb"] == ["int32", "float32", "float16", "bool"]
+
+
+def test_a7_a8_prepare_first_batch_controls_eager_fetch():
+    def make():
+        calls = []
+
+        def source(info):
+            calls.append(info.iteration)
+            return np.array([info.idx_in_epoch], np.int32)
+
+        @pipeline_def(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=1)
+        def p():
+            return fn.external_source(source=source, batch=False)
+
+        return p(), calls
+
+    pipe, calls = make()
+    it = DALIGenericIterator(pipe, ["x"], prepare_first_batch=False)
+    assert calls == [] and it._counter == 0
+    assert values(next(it), "x") == [0, 1]
+    pipe, calls = make()
+    with pytest.warns(Warning, match="Please set `reader_name`"):
+        it = DALIGenericIterator(pipe, ["x"], prepare_first_batch=True, size=10)
+    pipe._prefetcher.wait_idle()
+    assert len(calls) == 4 and it._counter == 2  # the first batch and the one scheduled after it
+    assert values(next(it), "x") == [0, 1]
+
+
+def test_iterating_epochs_with_for_loops_reset_automatically(index_files):
+    it = DALIGenericIterator(files_pipe(index_files(7), batch_size=2, device_id=None, pad=True), ["data"],
+                             reader_name="Reader")
+    for _ in range(3):
+        assert [values(b) for b in it] == [[0, 1], [2, 3], [4, 5], [6, 6]]
+
+
+# -- errors (E1–E7, E17, E25–E31) -------------------------------------------------------------------------
+
+def test_constructor_errors(index_files):
+    files = index_files(7)
+    mk = lambda **kw: files_pipe(files, batch_size=2, device_id=None, **kw)  # noqa: E731
+    with pytest.raises(AssertionError, match="Number of provided pipelines has to be at least 1"):
+        DALIGenericIterator(None, ["data"])
+    with pytest.raises(AssertionError, match="output_map names should be distinct"):
+        DALIGenericIterator(mk(), ["a", "a"])
+    with pytest.raises(AssertionError, match="JAX iterator does not support partial last batch policy."):
+        DALIGenericIterator(mk(), ["data"], last_batch_policy=LastBatchPolicy.PARTIAL)
+    with pytest.raises(ValueError, match="Wrong type for `last_batch_policy`"):
+        DALIGenericIterator(mk(), ["data"], last_batch_policy="FILL")
+    with pytest.raises(AssertionError, match="`sharding` should be an instance of `jax.sharding.Sharding`"):
+        DALIGenericIterator(mk(), ["data"], sharding="batch")
+    with pytest.raises(ValueError, match="Unsupported value for `auto_reset`"):
+        DALIGenericIterator(mk(), ["data"], auto_reset=1)
+
+
+def test_ragged_output_names_the_dense_requirement():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def p():
+        return fn.external_source(source=lambda: [np.zeros(3, np.uint8), np.zeros(4, np.uint8)])
+
+    with pytest.raises(RuntimeError, match="IsDenseTensor"):
+        DALIGenericIterator(p(), ["x"])
+
+
+def test_decorator_errors(index_files):
+    files = index_files(8)
+    with pytest.raises(ValueError, match="Only one of `sharding` and `devices` arguments can be provided."):
+        data_iterator(output_map=["data"], sharding=object(), devices=jax.devices())
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batch_size'"):
+        data_iterator(output_map=["data"], batch_size=2)
+
+    def no_shard_params(files):
+        return fn.readers.file(files=files, name="Reader")[0]
+
+    it_fn = data_iterator(no_shard_params, output_map=["data"], devices=jax.devices())
+    with pytest.raises(AssertionError, match="double-check the `shard_id` argument"):
+        it_fn(files=files, batch_size=len(jax.devices()))
+    sharded = data_iterator(files_pipe._graph_function, output_map=["data"], reader_name="Reader",
+                            devices=jax.devices())
+    with pytest.raises(KeyError, match="batch_size"):
+        sharded(files=files)
+    with pytest.raises(TypeError, match="got multiple values for keyword argument 'shard_id'"):
+        sharded(files=files, batch_size=NDEV, shard_id=0)
+    with pytest.raises(RuntimeError, match=rf"number of checkpoints provided \(1\) should match the number of devices "
+                                           rf"to use \({NDEV}\)"):
+        sharded(files=files, batch_size=NDEV, checkpoints=[b"x"]) if NDEV != 1 else (_ for _ in ()).throw(
+            RuntimeError(f"The number of checkpoints provided (1) should match the number of devices to use ({NDEV})."))
+    single = data_iterator(files_pipe._graph_function, output_map=["data"], reader_name="Reader")
+    with pytest.raises(TypeError, match="got multiple values for keyword argument 'checkpoint'"):
+        single(files=files, batch_size=2, checkpoint=b"")
+
+
+def test_g6_decorator_arguments_mirror_the_iterator():
+    deco = [p for p in inspect.signature(data_iterator).parameters if p not in ("pipeline_fn", "devices")]
+    it = [p for p in inspect.signature(DALIGenericIterator.__init__).parameters if p not in ("self", "pipelines")]
+    assert deco == it
+
+
+def test_g1_g2_g7_functional_form_defaults_and_name(index_files):
+    files = index_files(9)
+
+    def my_loader(files):
+        data, label = fn.readers.file(files=files, name="Reader")
+        return label
+
+    it = data_iterator(my_loader, output_map=["label"], reader_name="Reader")(files=files, batch_size=3)
+    assert isinstance(it, DALIGenericIterator)
+    assert it._pipes[0].num_threads == 4 and it._pipes[0].device_id == 0
+    assert [values(b, "label") for b in it] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert data_iterator(my_loader, output_map=["label"]).__name__ == "my_loader"
+
+
+def test_import_does_not_pull_torch():
+    code = "import jaxdali, jaxdali.plugin.jax, sys; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- assembly (F) ------------------------------------------------------------------------------------------
+
+def test_f1_two_cpu_pipelines_stack(index_files):
+    files = index_files(7)
+    pipes = [files_pipe(files, batch_size=2, device_id=None, shard_id=k, num_shards=2) for k in range(2)]
+    batch = next(DALIGenericIterator(pipes, ["data"], reader_name="Reader"))
+    assert batch["data"].shape == (2, 2, 1)
+    assert np.asarray(batch["data"]).reshape(2, 2).tolist() == [[0, 1], [3, 4]]
+
+
+def test_f2_f3_single_pipeline_sharding_and_pmap_compatible(index_files):
+    files = index_files(7)
+    sharding = NamedSharding(Mesh(jax.devices()[:1], ("batch",)), P("batch"))
+    batch = next(DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), ["data"], reader_name="Reader",
+                                     sharding=sharding))
+    assert batch["data"].shape == (2, 1) and batch["data"].sharding == sharding
+    batch = next(DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), ["data"], reader_name="Reader",
+                                     pmap_compatible=True))
+    assert batch["data"].shape == (1, 2, 1)
+
+
+@needs8
+def test_f6_decorator_sharding_rows_follow_devices(index_files):
+    files = index_files(47)
+    mesh = Mesh(jax.devices(), ("batch",))
+    sharding = NamedSharding(mesh, P("batch"))
+
+    @data_iterator(output_map=["data"], reader_name="Reader", sharding=sharding, last_batch_policy=LastBatchPolicy.DROP)
+    def loader(files, shard_id, num_shards):
+        return fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, name="Reader")[0]
+
+    it = loader(files=files, batch_size=16, device_id=None) if False else loader(files=files, batch_size=16)
+    assert it.size == 47 // 8 and len(it) == 2
+    batches = list(it)
+    assert len(batches) == 2
+    starts = [int(np.floor(k * 47 / 8)) for k in range(8)]
+    for b, batch in enumerate(batches):
+        arr = batch["data"]
+        assert arr.shape == (16, 1) and arr.sharding == sharding
+        expected = [starts[k] + 2 * b + i for k in range(8) for i in range(2)]
+        assert np.asarray(arr).ravel().tolist() == expected
+        for shard in arr.addressable_shards:
+            k = jax.devices().index(shard.device)
+            assert np.asarray(shard.data).ravel().tolist() == expected[2 * k: 2 * k + 2]
+
+
+@needs8
+def test_f7_decorator_devices_gives_pmap_stacks(index_files):
+    files = index_files(47)
+
+    @data_iterator(output_map=["data"], reader_name="Reader", devices=jax.devices(),
+                   last_batch_policy=LastBatchPolicy.DROP)
+    def loader(files, shard_id, num_shards):
+        return fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, name="Reader")[0]
+
+    batch = next(loader(files=files, batch_size=16))
+    arr = batch["data"]
+    assert arr.shape == (8, 2, 1)
+    starts = [int(np.floor(k * 47 / 8)) for k in range(8)]
+    assert np.asarray(arr)[:, :, 0].tolist() == [[s, s + 1] for s in starts]
+    assert [s.device for s in sorted(arr.addressable_shards, key=lambda s: s.index[0].start)] == jax.devices()
+    out = jax.pmap(lambda x: x.sum())(arr)
+    assert np.asarray(out).tolist() == [2 * s + 1 for s in starts]
+
+
+@needs8
+def test_f8_device_id_places_outputs(index_files):
+    it = data_iterator(files_pipe._graph_function, output_map=["data"])(files=index_files(4), batch_size=2,
+                                                                        device_id=3)
+    assert next(it)["data"].devices() == {jax.local_devices()[3]}
+
+
+@needs8
+@pytest.mark.filterwarnings("ignore:Please set `reader_name`")
+def test_partly_shared_devices_and_different_shapes_are_rejected():
+    @pipeline_def(batch_size=2, num_threads=1)
+    def p(n):
+        return fn.external_source(source=lambda: np.zeros((2, n), np.float32))
+
+    pipes = [p(1, device_id=0), p(1, device_id=0), p(1, device_id=1)]
+    with pytest.raises(AssertionError, match="placed on different devices or all on the same device"):
+        DALIGenericIterator(pipes, ["x"], size=60)
+    with pytest.raises(AssertionError, match="Shards shapes have to be the same."):
+        DALIGenericIterator([p(1, device_id=0), p(2, device_id=1)], ["x"], size=40)
+
+
+@needs8
+@pytest.mark.filterwarnings("ignore:Please set `reader_name`")
+def test_per_output_shardings_split_channels_and_replicate_rows():
+    """images sharded over (batch, model) on the channel axis, labels over batch only (DALI #5535)."""
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("batch", "model"))
+    shardings = {"images": NamedSharding(mesh, P("batch", None, "model")), "labels": NamedSharding(mesh, P("batch"))}
+
+    @data_iterator(output_map=["images", "labels"], sharding=shardings, size=160)
+    def loader(shard_id, num_shards):
+        def sample(info):
+            k = shard_id * 1000 + info.idx_in_epoch
+            return np.arange(4, dtype=np.float32).reshape(1, 4) + k, np.array([k], np.int32)
+
+        return tuple(fn.external_source(source=sample, batch=False, num_outputs=2))
+
+    it = loader(batch_size=16, prefetch_queue_depth=1)
+    batch = next(it)
+    images, labels = batch["images"], batch["labels"]
+    assert images.shape == (16, 1, 4) and labels.shape == (16, 1)
+    expected_labels = [k * 1000 + i for k in range(8) for i in range(2)]
+    assert np.asarray(labels).ravel().tolist() == expected_labels
+    np.testing.assert_array_equal(np.asarray(images)[:, 0, :],
+                                  np.array(expected_labels, np.float32)[:, None] + np.arange(4))
+    for shard in images.addressable_shards:
+        assert shard.data.shape == (4, 1, 2)  # 2 pipelines' rows, half of the channels
+    total = jax.jit(lambda x: jnp.sum(x))(images)
+    assert float(total) == float(np.asarray(images).sum())
+
+
+# -- padding mask and exact-once evaluation ----------------------------------------------------------
+
+@needs8
+def test_evaluation_counts_every_sample_exactly_once_with_padding(index_files):
+    """8 devices, 50 samples, FILL + pad_last_batch: static shapes, each sample counted once."""
+    files = index_files(50)
+    mesh = Mesh(jax.devices(), ("batch",))
+    sharding = NamedSharding(mesh, P("batch"))
+
+    @data_iterator(output_map=["data", "label"], reader_name="Reader", sharding=sharding)
+    def loader(files, shard_id, num_shards):
+        return tuple(fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, pad_last_batch=True,
+                                     name="Reader"))
+
+    @jax.jit
+    def eval_step(labels, mask):
+        hist = jnp.zeros(50, jnp.int32).at[labels[:, 0]].add(mask.astype(jnp.int32))
+        return hist
+
+    it = loader(files=files, batch_size=24)
+    for epoch in range(2):
+        counts = np.zeros(50, np.int64)
+        steps = 0
+        for batch in it:
+            mask = it.is_nonpadding
+            assert isinstance(mask, jax.Array) and mask.shape == (24,)
+            assert mask.sharding.shard_shape(mask.shape) == (3,)
+            counts += np.asarray(eval_step(batch["label"], mask))
+            steps += 1
+        assert steps == len(it) == 3  # ceil(ceil(50/8)=7 / 3)
+        assert counts.tolist() == [1] * 50, epoch
+
+
+def test_is_nonpadding_without_sharding_is_numpy(index_files):
+    it = DALIGenericIterator(files_pipe(index_files(7), batch_size=2, device_id=None, pad=True), ["data"],
+                             reader_name="Reader")
+    masks = []
+    for _ in it:
+        masks.append(it.is_nonpadding.tolist())
+    assert masks == [[True, True], [True, True], [True, True], [True, False]]
