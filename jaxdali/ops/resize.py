@@ -33,7 +33,8 @@ A tap at input pixel j gets weight ``kernel((j + 0.5 - c) / k)``, normalised per
 ``k = max(1, step)`` when antialiasing (downscaling widens the kernel by the scale factor) and
 ``k = 1`` otherwise. OpenCV's own filters differ from these (INTER_AREA is a box, INTER_CUBIC uses
 a = -0.75, INTER_LANCZOS4 has 8 taps), so ``cv2.resize(INTER_LINEAR)`` is used only where no
-antialiasing applies and the window is the whole image, where it equals the LINEAR kernel.
+antialiasing applies and the window is the whole image, where it equals the LINEAR kernel; it runs
+on float32 data, because its fixed-point integer path rounds with a bias.
 """
 
 from __future__ import annotations
@@ -379,7 +380,7 @@ def _cv2_linear_ok(frames: np.ndarray, plans: dict, antialias: bool) -> bool:
 def _cv2_linear(src: np.ndarray, dst: np.ndarray) -> None:
     """One (H, W, C) frame through ``cv2.resize``; ``dst`` is (H', W', C) of any supported type."""
     oh, ow = dst.shape[:2]
-    if dst.dtype != src.dtype:
+    if src.dtype != np.float32:  # OpenCV's fixed-point integer path rounds with a bias (-0.12 on average)
         src = src.astype(np.float32)
     res = cv2.resize(src[:, :, 0] if src.shape[2] == 1 else src, (ow, oh), interpolation=cv2.INTER_LINEAR)
     _store(res.reshape(dst.shape), dst)
