@@ -134,7 +134,11 @@ class Prefetcher:
                 return
             self._credits += runs
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}")
+                # A daemon thread, so that a pipeline the user never closed cannot block interpreter
+                # exit (non-daemon threads are joined before atexit handlers could close them);
+                # close() and the pipeline's weakref finalizer are the real shutdown paths.
+                self._thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}",
+                                                daemon=True)
                 self._thread.start()
             self._cond.notify_all()
 

@@ -433,3 +433,15 @@ def test_hint_arguments_are_accepted():
         pipe = Pipeline(batch_size=2, num_threads=1, device_id=None, bytes_per_sample=10, set_affinity=True,
                         max_streams=2, exec_dynamic=True, enable_memory_stats=True)
     assert pipe.exec_dynamic
+
+
+def test_interpreter_exits_with_an_unclosed_running_pipeline():
+    import subprocess
+    import sys
+
+    code = ("from jaxdali import fn, pipeline_def\n"
+            "@pipeline_def(batch_size=2, num_threads=2, device_id=None, prefetch_queue_depth=3)\n"
+            "def p():\n    return fn.random.uniform(shape=[4])\n"
+            "pipe = p(); pipe.run(); print('done')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr

@@ -1,0 +1,53 @@
+"""One process of the multi-host test: 4 local CPU devices, joined to the others on localhost.
+
+Usage: python multihost_worker.py PROCESS_ID NUM_PROCESSES PORT FILE_DIR
+Prints one JSON line with, per epoch, the jitted global sums of each batch and the masked totals.
+"""
+
+import json
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import jax  # noqa: E402
+
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+process_id, num_processes, port, file_dir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=num_processes,
+                           process_id=process_id)
+
+import jax.numpy as jnp  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+from jaxdali import fn  # noqa: E402
+from jaxdali.plugin.jax import data_iterator  # noqa: E402
+
+files = sorted(os.path.join(file_dir, f) for f in os.listdir(file_dir))
+labels = [(i * i) % 97 for i in range(len(files))]
+sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
+
+
+@data_iterator(output_map=["label"], reader_name="Reader", sharding=sharding)
+def loader(shard_id, num_shards):
+    _, label = fn.readers.file(files=files, labels=labels, shard_id=shard_id, num_shards=num_shards,
+                               pad_last_batch=True, name="Reader")
+    return label
+
+
+@jax.jit
+def reduce(label, mask):
+    return jnp.sum(label), jnp.sum(label[:, 0] * mask), jnp.sum(mask)
+
+
+it = loader(batch_size=16, prefetch_queue_depth=2)
+result = {"process": process_id, "devices": [d.id for d in jax.devices()], "epochs": []}
+for epoch in range(2):
+    batches = []
+    for batch in it:
+        total, masked, count = reduce(batch["label"], it.is_nonpadding)
+        batches.append([int(total), int(masked), int(count)])
+    result["epochs"].append(batches)
+print(json.dumps(result), flush=True)
+jax.distributed.shutdown()
