@@ -604,6 +604,7 @@ def _resolve_policy(fill_last_batch, last_batch_policy) -> LastBatchPolicy:
 
 
 _NOTHING = object()  # no batch buffered by the constructor
+_EPOCH_END = object()  # the constructor's fetch found the (restored) epoch already over
 
 
 class _DaliBaseIterator:
@@ -710,6 +711,9 @@ class _DaliBaseIterator:
                 if not any(api.is_restored_from_checkpoint and api.restored_iteration > 0
                            for api in self._apis):
                     raise RuntimeError(NO_DATA_MSG) from None
+                # The user's first next() must see that end of epoch, as the original run did
+                # (any auto-reset has already happened).
+                self._first_batch = _EPOCH_END
             else:
                 self._ever_consumed = False
 
@@ -749,6 +753,8 @@ class _DaliBaseIterator:
         self._ever_consumed = True
         if self._first_batch is not _NOTHING:
             batch, self._first_batch = self._first_batch, _NOTHING
+            if batch is _EPOCH_END:
+                raise StopIteration
             return batch
         outputs = self._fetch_outputs(check_epoch_end=True)
         dropped = self._counters.drops_next_batch()
