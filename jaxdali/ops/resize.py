@@ -12,9 +12,9 @@ Two pure pieces do the work, and the operators only wire arguments to them:
 Pixel-centre convention (DALI's, measured with a coordinate-ramp image): the source window
 [lo, hi) along an axis of n output pixels puts output pixel i at source position
 ``c = lo + (i + 0.5) * (hi - lo) / n``, where input pixel j covers [j, j + 1) and has its centre at
-j + 0.5. ``lo > hi`` is a flipped window. Positions are accumulated in float32 from
-``lo + 0.5 * step``, as DALI does, so nearest-neighbour picks the same pixel at exact ties.
-Samples outside the image repeat the edge pixel.
+j + 0.5. ``lo > hi`` is a flipped window. Along the outer spatial axes the positions are
+accumulated in float32 from ``lo + 0.5 * step``, as DALI does, so nearest-neighbour picks the same
+pixel at exact ties. Samples outside the image repeat the edge pixel.
 
 Filters (their weights reproduce DALI 2.4's CPU output to within +-1 of rounding):
 
@@ -52,7 +52,7 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.pipeline.tensors import TensorListCPU
-from jaxdali.types import DALIDataType, DALIInterpType
+from jaxdali.types import DALIDataType, DALIInterpType, to_numpy_type
 
 __all__ = [
     "MODES",
@@ -60,6 +60,7 @@ __all__ = [
     "resize_geometry",
     "axis_taps",
     "resample",
+    "allocate_batch",
     "RESIZE",
     "RANDOM_RESIZED_CROP",
 ]
@@ -277,17 +278,21 @@ def _apply_pass(x: np.ndarray, axis: int, index: np.ndarray, weights: np.ndarray
 _CV2_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int16), np.dtype(np.float32))
 
 
-def _store(result: np.ndarray, out: np.ndarray) -> None:
-    """Writes ``result`` into ``out``, rounding and saturating for integer outputs."""
+def _store(result: np.ndarray, out: np.ndarray, owned: bool = True) -> None:
+    """Writes ``result`` into ``out``, rounding and saturating for integer outputs (in place in
+    ``result`` when the caller ``owned`` it)."""
     if out.dtype.kind in "iu" and result.dtype.kind == "f":
         info = np.iinfo(out.dtype)
-        result = np.rint(np.clip(result, info.min, info.max, out=result if result.flags.writeable else None))
+        if not owned:
+            result = result.copy()
+        np.clip(result, info.min, info.max, out=result)
+        np.rint(result, out=result)
     np.copyto(out, result, casting="unsafe")
 
 
 def resample(image: np.ndarray, axes: Sequence[int], out_size: Sequence[int], lo: Sequence[float],
              hi: Sequence[float], min_filter: DALIInterpType, mag_filter: DALIInterpType, antialias: bool,
-             out: np.ndarray) -> None:
+             out: np.ndarray, taps_cache: dict | None = None) -> None:
     """Resizes one sample into ``out`` (preallocated; integers are rounded and saturated).
 
     Args:
@@ -297,46 +302,59 @@ def resample(image: np.ndarray, axes: Sequence[int], out_size: Sequence[int], lo
       min_filter, mag_filter: the filter for axes that shrink (source step > 1) and for the others.
       antialias: widen the filter by the scale factor on shrinking axes (never for NN).
       out: destination of the output shape and type.
+      taps_cache: a dict the caller keeps while resizing several samples, to reuse the taps of
+        equal geometries.
     """
     if out.size == 0:
         return
     axes = list(axes)
-    plans = {}
+    passes = {}  # axis -> (filter, n, m, lo, hi)
     for a, m, l, h in zip(axes, out_size, lo, hi):
         n = image.shape[a]
-        if l == 0 and h == n and m == n:
-            continue  # identity along this axis
-        f = min_filter if abs(h - l) > m else mag_filter
-        plans[a] = (f, axis_taps(n, int(m), float(l), float(h), f, antialias, accumulate=a != axes[-1]),
-                   l == 0 and h == n)
-    if not plans:
-        _store(image, out)
+        if not (l == 0 and h == n and m == n):  # else the identity
+            passes[a] = (min_filter if abs(h - l) > m else mag_filter, n, int(m), float(l), float(h))
+    if not passes:
+        _store(image, out, owned=False)
         return
+    plans = {}
     if len(axes) == 2 and axes[1] == axes[0] + 1:
         # (frames..., H, W, channels...) seen as (F, H, W, C): 2-D passes frame by frame.
         f, (h, w), c = int(np.prod(image.shape[:axes[0]])), image.shape[axes[0]:axes[1] + 1], \
             int(np.prod(image.shape[axes[1] + 1:]))
         frames = np.ascontiguousarray(image).reshape(f, h, w, c)
         dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
-        if _cv2_linear_ok(frames, plans, antialias):
+        if _cv2_linear_ok(frames, passes.values(), antialias):
             for src, d in zip(frames, dst):
                 _cv2_linear(src, d)
-        else:
-            for src, d in zip(frames, dst):
-                _store(_resample_2d(src, plans.get(axes[0]), plans.get(axes[1])), d)
+            return
+        for a, p in passes.items():
+            plans[a] = _taps(p, antialias, a != axes[-1], taps_cache)
+        for src, d in zip(frames, dst):
+            _store(_resample_2d(src, plans.get(axes[0]), plans.get(axes[1])), d)
         return
+    for a, p in passes.items():
+        plans[a] = _taps(p, antialias, a != axes[-1], taps_cache)
     x = image
     for a in _cheapest_order(image.shape, plans):
-        x = _apply_pass(x, a, *plans[a][1])
+        x = _apply_pass(x, a, *plans[a])
     _store(x, out)
 
 
-def _resample_2d(x: np.ndarray, plan_h, plan_w) -> np.ndarray:
+def _taps(spec: tuple, antialias: bool, accumulate: bool, cache: dict | None):
+    key = spec + (antialias, accumulate)
+    if cache is not None and key in cache:
+        return cache[key]
+    f, n, m, l, h = spec
+    taps = axis_taps(n, m, l, h, f, antialias, accumulate)
+    if cache is not None:
+        cache[key] = taps
+    return taps
+
+
+def _resample_2d(x: np.ndarray, taps_h, taps_w) -> np.ndarray:
     """Separable resampling of one (H, W, C) frame: rows, then columns through a transpose (or the
     reverse order when cheaper)."""
     h, w, c = x.shape
-    taps_h = plan_h[1] if plan_h else None
-    taps_w = plan_w[1] if plan_w else None
     if taps_w is None:
         return _rows(x, *taps_h)
     if taps_h is None:
@@ -356,7 +374,7 @@ def _cheapest_order(shape: Sequence[int], plans: dict) -> list[int]:
         s = list(shape)
         cost = 0
         for a in order:
-            index, weights = plans[a][1]
+            index, weights = plans[a]
             s[a] = index.shape[0]
             cost += int(np.prod(s)) * (1 if weights is None else weights.shape[1])
         if best_cost is None or cost < best_cost:
@@ -364,15 +382,19 @@ def _cheapest_order(shape: Sequence[int], plans: dict) -> list[int]:
     return best
 
 
-def _cv2_linear_ok(frames: np.ndarray, plans: dict, antialias: bool) -> bool:
+def _cv2_linear_ok(frames: np.ndarray, passes, antialias: bool) -> bool:
     """Whether ``cv2.resize(INTER_LINEAR)`` computes the requested resampling of (F, H, W, C) frames:
-    the LINEAR kernel with no widening, over the whole image."""
+    the LINEAR kernel, not widened, over the whole image, on every resampled axis."""
     if frames.dtype not in _CV2_DTYPES or frames.shape[3] > 4:
         return False
-    for f, (index, weights), whole_window in plans.values():
-        if weights is None or f not in (DALIInterpType.INTERP_LINEAR, DALIInterpType.INTERP_TRIANGULAR):
+    for f, n, m, l, h in passes:
+        if not (l == 0 and h == n):
             return False
-        if not whole_window or weights.shape[1] != 2:  # a window, or a widened kernel
+        shrinks = m < n
+        if f == DALIInterpType.INTERP_LINEAR:
+            if antialias and shrinks:
+                return False
+        elif f != DALIInterpType.INTERP_TRIANGULAR or shrinks:
             return False
     return True
 
@@ -433,8 +455,6 @@ def _output_dtype(op: str, input_dtype: np.dtype, dtype_arg) -> np.dtype:
         return input_dtype
     if DALIDataType(dtype_arg) == DALIDataType.FLOAT:
         return np.dtype(np.float32)
-    from jaxdali.types import to_numpy_type
-
     if np.dtype(to_numpy_type(dtype_arg)) == input_dtype:
         return input_dtype
     raise TypeError(f"fn.{op}: argument 'dtype' must be the input type ({input_dtype}) or FLOAT, "
@@ -466,7 +486,7 @@ def _vector_arg(op: str, args, name: str, n: int, d: int) -> np.ndarray:
     return np.broadcast_to(v, (n, d))
 
 
-def _filters(args, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-sample (min_filter, mag_filter): explicit min/mag filters win over interp_type."""
     base = args.per_sample("interp_type", np.int64) if args.given("interp_type") \
         else np.full(n, int(DALIInterpType.INTERP_LINEAR))
@@ -475,17 +495,17 @@ def _filters(args, n: int) -> tuple[np.ndarray, np.ndarray]:
         f = args.per_sample(name, np.int64) if args.given(name) else base
         bad = sorted(set(np.asarray(f).tolist()) - {int(v) for v in DALIInterpType})
         if bad:
-            raise ValueError(f"argument '{name}' / 'interp_type' holds unknown interpolation types {bad}; "
-                             f"expected values of DALIInterpType")
+            raise ValueError(f"fn.{op}: argument '{name}' (or 'interp_type') holds unknown interpolation types "
+                             f"{bad}; expected DALIInterpType values {[int(v) for v in DALIInterpType]}")
         out.append(np.broadcast_to(f, (n,)))
     return out[0], out[1]
 
 
-def _allocate(shapes: np.ndarray, dtype: np.dtype):
+def allocate_batch(shapes: np.ndarray, dtype: np.dtype):
     """One dense (n, ...) array when every sample has the same shape, else a list of arrays."""
     if len(shapes) and (shapes == shapes[0]).all():
-        return np.empty((len(shapes),) + tuple(int(v) for v in shapes[0]), dtype), True
-    return [np.empty(tuple(int(v) for v in s), dtype) for s in shapes], False
+        return np.empty((len(shapes),) + tuple(int(v) for v in shapes[0]), dtype)
+    return [np.empty(tuple(int(v) for v in s), dtype) for s in shapes]
 
 
 def _describe(op: str, i: int, source_info) -> str:
@@ -501,15 +521,16 @@ def _resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, 
     shapes = np.array([s.shape for s in samples], np.int64).reshape(len(samples), -1)
     out_shapes = shapes.copy()
     out_shapes[:, list(layout.axes)] = out_size
-    out, dense = _allocate(out_shapes, dtype)
+    out = allocate_batch(out_shapes, dtype)
     source_info = images.source_info
     filters = [DALIInterpType(v) for v in range(len(DALIInterpType))]
 
     def chunk(start: int, stop: int) -> None:
+        taps_cache: dict = {}  # samples of equal geometry share their taps
         for i in range(start, stop):
             try:
                 resample(samples[i], layout.axes, out_size[i], lo[i], hi[i], filters[int(min_f[i])],
-                         filters[int(mag_f[i])], antialias, out[i])
+                         filters[int(mag_f[i])], antialias, out[i], taps_cache)
             except Exception as e:
                 e.add_note(f"{_describe(op, i, source_info)}, shape {tuple(shapes[i])} -> {tuple(out_shapes[i])}")
                 raise
@@ -567,6 +588,8 @@ class Resize(Operator):
     def run(self, ctx, inputs, args):
         images = inputs[0]
         n = len(images)
+        if n == 0:
+            return [images, TensorListCPU([])] if self.args.get("save_attrs") else images
         layout = SpatialLayout.parse("resize", images.layout(), images.ndim)
         d = len(layout.axes)
         dtype = _output_dtype("resize", images.np_dtype, self.args.get("dtype"))
@@ -584,7 +607,7 @@ class Resize(Operator):
                 roi_start, roi_end = roi_start * in_size, roi_end * in_size
         out_size, lo, hi = resize_geometry(in_size, requested, self.mode, max_size, roi_start, roi_end,
                                            bool(self.args["subpixel_scale"]))
-        min_f, mag_f = _filters(args, n)
+        min_f, mag_f = _filters("resize", args, n)
         result = _resample_batch(ctx, "resize", images, layout, out_size, lo, hi, min_f, mag_f,
                                  bool(self.args["antialias"]), dtype)
         if self.args.get("save_attrs"):
@@ -621,9 +644,8 @@ Input types: uint8, int16, uint16, float32. ``device="gpu"`` runs the host imple
 result moves to the pipeline's device.
 
 .. note:: The filters are DALI's (triangle, Catmull-Rom cubic, Lanczos-3, Gaussian, widened by the
-   scale factor when shrinking with ``antialias``); on flower photos the output is within +-1 of
-   DALI 2.4's CPU output (mean absolute difference below 0.01 for antialiased filters, about 0.12
-   for un-antialiased LINEAR, which uses OpenCV's fixed-point ``cv2.resize``).""",
+   scale factor when shrinking with ``antialias``), not OpenCV's; on flower photos the uint8 output
+   is within +-1 of DALI 2.4's CPU output, with a mean absolute difference below 0.01 (0 for NN).""",
     args=(
         Arg("resize_x", "float", None, "Output width (0 or unset: derived from the other extents).", tensor=True),
         Arg("resize_y", "float", None, "Output height.", tensor=True),
@@ -680,17 +702,19 @@ class RandomResizedCrop(Operator):
         op = "random_resized_crop"
         images = inputs[0]
         n = len(images)
+        if n == 0:
+            return images
         layout = SpatialLayout.parse(op, images.layout(), images.ndim, allow_depth=False)
         dtype = _output_dtype(op, images.np_dtype, self.args.get("dtype"))
         in_hw = np.array(images.shape(), np.int64).reshape(n, -1)[:, list(layout.axes)]
-        if n and in_hw.min() < 1:
+        if in_hw.min() < 1:
             bad = int(np.argmin(in_hw.min(axis=1)))
             raise ValueError(f"{_describe(op, bad, images.source_info)} is empty (shape {tuple(images.shape()[bad])})")
-        y, x, h, w = self.windows(ctx, in_hw[:, 0], in_hw[:, 1]) if n else (np.zeros(0, np.int64),) * 4
+        y, x, h, w = self.windows(ctx, in_hw[:, 0], in_hw[:, 1])
         lo = np.stack([y, x], axis=1).astype(np.float64)
         hi = lo + np.stack([h, w], axis=1)
         out_size = np.broadcast_to(self.size, (n, 2))
-        min_f, mag_f = _filters(args, n)
+        min_f, mag_f = _filters(op, args, n)
         return _resample_batch(ctx, op, images, layout, out_size, lo, hi, min_f, mag_f,
                                bool(self.args["antialias"]), dtype)
 

@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.resize import SpatialLayout
+from jaxdali.ops.resize import SpatialLayout, allocate_batch
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIInterpType, to_numpy_type
@@ -203,26 +203,25 @@ class _Warp(Operator):
                                       f"got {size.tolist()}")
             size = np.broadcast_to(size, (n, 2))
         size = np.floor(size + 0.5)
-        if n and size.min() <= 0:
+        if size.min() <= 0:
             raise ValueError(f"fn.{self.op}: output size must be positive, got {size.astype(np.int64).tolist()}")
         return size.astype(np.int64)
 
     def run(self, ctx, inputs, args):
         images = inputs[0]
         n = len(images)
+        if n == 0:
+            return images
         layout = SpatialLayout.parse(self.op, images.layout(), images.ndim, allow_depth=False)
         dtype = _output_dtype(self.op, images.np_dtype, self.dtype_arg)
         samples = images.samples()
         shapes = np.array(images.shape(), np.int64).reshape(n, -1)
         in_hw = shapes[:, list(layout.axes)]
         out_hw, matrices = self.geometry(inputs, args, n, in_hw)
-        index_matrices = to_index_matrix(matrices) if n else matrices
+        index_matrices = to_index_matrix(matrices)
         out_shapes = shapes.copy()
         out_shapes[:, list(layout.axes)] = out_hw
-        if n and (out_shapes == out_shapes[0]).all():
-            out = np.empty((n,) + tuple(int(v) for v in out_shapes[0]), dtype)
-        else:
-            out = [np.empty(tuple(int(v) for v in s), dtype) for s in out_shapes]
+        out = allocate_batch(out_shapes, dtype)
         fill = self.args.get("fill_value")
         interp = _CV2_INTERP[self.interp]
         h_axis = layout.axes[0]
@@ -268,7 +267,7 @@ class WarpAffine(_Warp):
         if len(inputs) > 1:
             mats = inputs[1].samples()
             try:
-                m = np.stack([np.asarray(s, np.float64).reshape(2, 3) for s in mats]) if n else np.zeros((0, 2, 3))
+                m = np.stack([np.asarray(s, np.float64).reshape(2, 3) for s in mats])
             except ValueError:
                 raise ValueError(f"fn.warp_affine: the matrix input must have 6 elements (2x3) per sample, got shapes "
                                  f"{sorted({tuple(np.shape(s)) for s in mats})}") from None
@@ -295,7 +294,7 @@ class Rotate(_Warp):
         elif self.args["keep_size"]:
             out_hw = in_hw
         else:
-            out_hw = np.stack(rotated_size(in_hw[:, 0], in_hw[:, 1], angle), axis=1) if n else in_hw
+            out_hw = np.stack(rotated_size(in_hw[:, 0], in_hw[:, 1], angle), axis=1)
         return out_hw, rotation_matrices(in_hw, out_hw, angle)
 
 

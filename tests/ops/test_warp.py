@@ -139,7 +139,7 @@ def test_rotate_output_shapes_through_the_pipeline():
     assert [s.shape[:2] for s in out.samples()] == [r[3] for r in rows]
 
 
-# -- pixel values -------------------------------------------------------------------------------------------------
+# -- pixel values --------------------------------------------------------------------------------------------
 
 IMG = np.arange(12, dtype=np.float32).reshape(3, 4, 1)
 RAMP = np.tile(np.arange(8, dtype=np.float32)[None, :, None], (6, 1, 1))  # value = x
@@ -195,13 +195,19 @@ DALI_SMALL = [  # (operator, input, arguments, float output (row 2 of RAMP)); DA
       [5.533, 8.223, 10.450],
       [-1.000, -1.000, 0.793]]),
 ]
-PIXELS = [(0, 0, 0), (10, 200, 1), (100, 100, 2), (223, 223, 0), (57, 13, 1), (150, 199, 2), (200, 31, 0), (111, 5, 1), (300, 400, 2)]
+PIXELS = [(0, 0, 0), (10, 200, 1), (100, 100, 2), (223, 223, 0), (57, 13, 1), (150, 199, 2), (200, 31, 0), (111, 5, 1),
+ (300, 400, 2)]
 DALI_PHOTO = [  # (operator, arguments, output shape, sum, values at PIXELS); DALI 2.4
     ('rotate', dict(angle=30.0), (539, 600, 3), 111382637, [223, 158, 174, 84, 202, 138, 218, 201, 2]),
-    ('rotate', dict(angle=-17.0, keep_size=True, fill_value=0.0), (333, 500, 3), 36126320, [0, 178, 62, 94, 0, 16, 225, 93, 69]),
-    ('rotate', dict(angle=45.0, interp_type=types.INTERP_NN), (590, 591, 3), 120548704, [211, 144, 144, 65, 178, 128, 221, 191, 1]),
-    ('warp_affine', dict(matrix=[0.9, 0.2, 10.3, -0.15, 1.1, 5.7]), (333, 500, 3), 45806481, [218, 189, 12, 99, 136, 6, 207, 147, 66]),
-    ('warp_affine', dict(matrix=[0.9, 0.2, 10.3, -0.15, 1.1, 5.7], fill_value=50.0, inverse_map=False, size=[300, 420]), (300, 420, 3), 28366110, [50, 166, 148, 10, 50, 3, 50, 50, 62]),
+    ('rotate', dict(angle=-17.0, keep_size=True, fill_value=0.0), (333, 500, 3), 36126320,
+     [0, 178, 62, 94, 0, 16, 225, 93, 69]),
+    ('rotate', dict(angle=45.0, interp_type=types.INTERP_NN), (590, 591, 3), 120548704,
+     [211, 144, 144, 65, 178, 128, 221, 191, 1]),
+    ('warp_affine', dict(matrix=[0.9, 0.2, 10.3, -0.15, 1.1, 5.7]), (333, 500, 3), 45806481,
+     [218, 189, 12, 99, 136, 6, 207, 147, 66]),
+    ('warp_affine',
+     dict(matrix=[0.9, 0.2, 10.3, -0.15, 1.1, 5.7], fill_value=50.0, inverse_map=False, size=[300, 420]),
+     (300, 420, 3), 28366110, [50, 166, 148, 10, 50, 3, 50, 50, 62]),
 ]
 
 
@@ -216,7 +222,8 @@ def test_small_images_match_dali(op, name, kw, expected):
 
 def test_rotate_by_right_angles_is_exact():
     img = _images()[0]
-    for angle, expected in ((90, np.rot90(img)), (180, img[::-1, ::-1]), (270, np.rot90(img, 3)), (-90, np.rot90(img, 3))):
+    for angle, expected in ((90, np.rot90(img)), (180, img[::-1, ::-1]), (270, np.rot90(img, 3)),
+     (-90, np.rot90(img, 3))):
         out = run(lambda x: fn.rotate(x, angle=angle), [img])[0].at(0)
         np.testing.assert_array_equal(out, expected)
 
@@ -256,7 +263,7 @@ def test_rotate_matches_its_matrix():
     np.testing.assert_allclose(out, reference_warp(img, m, out.shape[:2], fill=0.0), atol=0.01)
 
 
-# -- arguments -----------------------------------------------------------------------------------------------------------
+# -- arguments -----------------------------------------------------------------------------------------------
 
 
 def test_warp_inverse_map_false_uses_the_inverse():
@@ -334,12 +341,12 @@ def test_warp_thread_counts_batch_of_one_and_gpu_placement():
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(run(graph, imgs[1:2])[0].at(0), one.at(1))
     gpu = run(lambda x: fn.rotate(x.gpu(), angle=17.5, fill_value=3, keep_size=True), imgs[:1])[0]
+    cpu = run(lambda x: fn.rotate(x, angle=17.5, fill_value=3, keep_size=True), imgs[:1])[0]
     assert isinstance(gpu, TensorListGPU)
-    np.testing.assert_array_equal(np.asarray(gpu.as_cpu().at(0)),
-                                  run(lambda x: fn.rotate(x, angle=17.5, fill_value=3, keep_size=True), imgs[:1])[0].at(0))
+    np.testing.assert_array_equal(np.asarray(gpu.as_cpu().at(0)), cpu.at(0))
 
 
-# -- errors ------------------------------------------------------------------------------------------------------------------
+# -- errors --------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("op, kw, message", [
@@ -362,7 +369,8 @@ def test_build_errors_name_the_operator(op, kw, message):
     ("warp_affine", {"matrix": [1, 0, 0, 0, 1, 0]}, "DHWC", np.zeros((2, 4, 4, 1), np.uint8), ValueError,
      "input layout 'DHWC' (for 4-D samples) is not supported"),
     ("rotate", {"angle": 10}, "HWC", np.zeros((4, 4, 1), np.int32), TypeError, "input type int32 is not supported"),
-    ("rotate", {"angle": 10, "dtype": types.INT16}, "HWC", None, TypeError, "unsupported input/output types uint8 -> int16"),
+    ("rotate", {"angle": 10, "dtype": types.INT16}, "HWC", None, TypeError,
+     "unsupported input/output types uint8 -> int16"),
 ])
 def test_run_errors_name_the_operator(op, kw, layout, data, error, message):
     batch = [data] if data is not None else _images()
