@@ -91,7 +91,11 @@ class CropMirrorNormalize(LayoutAware, Operator):
             if self.args.get(name) is not None and len(self.args[name]) == 0:
                 raise OpArgumentError(f"fn.{self.op}: argument '{name}' must not be empty")
 
+    def check_device_args(self, args) -> None:
+        crop_positions(self.op, args, args.batch_size)
+
     # -- shared pieces --
+
     def _layouts(self, layout: str, ndim: int) -> tuple[str, str, tuple[int, ...]]:
         in_layout = image_layout(self.op, layout, ndim, CROP_LAYOUTS)
         out_layout = self.args["output_layout"]

@@ -476,6 +476,9 @@ class Crop(LayoutAware, Operator):
         check_crop_args("crop", node, self.args)
         self._dtype = output_dtype("crop", self.args, _CROP_OUTPUT_TYPES)
 
+    def check_device_args(self, args) -> None:
+        crop_positions("crop", args, args.batch_size)
+
     def _plan(self, x: TensorListCPU, args) -> tuple[str, list[tuple[tuple, tuple]]]:
         layout = image_layout("crop", x.layout(), x.ndim, CROP_LAYOUTS)
         pos = crop_positions("crop", args, len(x))

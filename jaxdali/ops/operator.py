@@ -74,6 +74,10 @@ class ArgValues(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(set(self._constants) | set(self._per_sample))
 
+    @property
+    def batch_size(self) -> int:
+        return self._n
+
     def is_per_sample(self, name: str) -> bool:
         return name in self._per_sample
 
@@ -138,6 +142,10 @@ class Operator:
 
     #: A device implementation: ``run_jax(inputs: list[jax.Array], args: JaxArgs) -> list[jax.Array]``.
     run_jax: Callable | None = None
+
+    def check_device_args(self, args: ArgValues) -> None:
+        """Validates per-sample argument values on the host before the device program is recorded
+        (the traced program cannot raise on bad values)."""
 
     def output_layouts(self, input_layouts: list[str]) -> list[str]:
         """Layouts of the device implementation's outputs (default: the first input's layout)."""

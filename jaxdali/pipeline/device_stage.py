@@ -21,7 +21,7 @@ from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 if TYPE_CHECKING:
     from jaxdali.ops.operator import Operator
 
-__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "jax_device"]
+__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "jax_device", "narrow_for_jax", "place_on_device"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -37,6 +37,30 @@ def jax_device(device_id: int | None):
             f"device_id={device_id} names local JAX device {index}, but this process has {len(devices)} "
             f"local devices: {devices}")
     return devices[index]
+
+
+def narrow_for_jax(array: np.ndarray, what: str = "data") -> np.ndarray:
+    """``array`` as JAX will hold it: with x64 disabled (JAX's default), 64-bit types become 32-bit.
+
+    Integers that do not fit 32 bits raise instead of wrapping silently; float64 rounds to float32.
+    """
+    if array.dtype.itemsize != 8 or array.dtype.kind not in "iuf":
+        return array
+    import jax
+
+    if jax.config.jax_enable_x64:
+        return array
+    if array.dtype.kind == "f":
+        return array.astype(np.float32)
+    target = np.dtype(np.int32 if array.dtype.kind == "i" else np.uint32)
+    if array.size:
+        info = np.iinfo(target)
+        lo, hi = array.min(), array.max()
+        if lo < info.min or hi > info.max:
+            raise OverflowError(
+                f"{what}: {array.dtype} values in [{lo}, {hi}] do not fit {target}, and JAX holds 64-bit integers "
+                "as 32-bit unless x64 is enabled (jax.config.update('jax_enable_x64', True))")
+    return array.astype(target)
 
 
 class DeviceValue:
@@ -107,7 +131,7 @@ class DeviceProgram:
 
     def leaf(self, array: np.ndarray) -> int:
         """Registers host data that the program reads; returns its value reference."""
-        self._leaves.append(array)
+        self._leaves.append(narrow_for_jax(np.asarray(array), "device data"))
         ref = self._new_values(1)[0]
         self._steps.append(("leaf", len(self._leaves) - 1, ref))
         return ref
@@ -173,5 +197,6 @@ def place_on_device(host: TensorListCPU, device) -> TensorListGPU:
 
     dense = host.dense()
     if dense is not None:
-        return TensorListGPU(jax.device_put(dense, device), host.layout())
-    return TensorListGPU(jax.device_put(host.samples(), device), host.layout())
+        return TensorListGPU(jax.device_put(narrow_for_jax(dense, "device output"), device), host.layout())
+    samples = [narrow_for_jax(s, "device output") for s in host.samples()]
+    return TensorListGPU(jax.device_put(samples, device), host.layout())

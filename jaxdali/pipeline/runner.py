@@ -143,13 +143,11 @@ class GraphRunner:
             return False
         start = time.perf_counter()
         input_refs = [self._device_ref(v, program) for v in data]
-        arg_refs = {}
-        for name, n in node.arg_inputs.items():
-            host = self._host_value(values, n, program)
-            dense = host.dense()
-            if dense is None:
-                return False
-            arg_refs[name] = program.leaf(dense)
+        host_args = {name: self._host_value(values, n, program) for name, n in node.arg_inputs.items()}
+        if any(h.dense() is None for h in host_args.values()):
+            return False
+        op.check_device_args(ArgValues(node.schema.name, node.args, host_args, batch_size))
+        arg_refs = {name: program.leaf(h.dense()) for name, h in host_args.items()}
         refs = program.record(op, batch_size, input_refs, arg_refs, len(node.outputs))
         layouts = op.output_layouts([v.layout for v in data])
         for out_node, ref, layout in zip(node.outputs, refs, layouts):

@@ -445,3 +445,13 @@ def test_interpreter_exits_with_an_unclosed_running_pipeline():
             "pipe = p(); pipe.run(); print('done')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr
+
+
+def test_64_bit_device_data_narrows_or_fails_loudly():
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0)
+    def p(value):
+        return fn.external_source(source=lambda: [np.array([value, 3], np.int64)]).gpu()
+
+    assert p(7).run()[0].as_cpu().as_array().tolist() == [[7, 3]]
+    with pytest.raises(OverflowError, match="do not fit int32"):
+        p(2 ** 40).run()

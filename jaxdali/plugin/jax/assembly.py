@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxdali.pipeline.device_stage import narrow_for_jax
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["device_array", "host_array", "host_shape", "RowBlocks", "row_blocks", "row_sharding", "assemble_sharded",
@@ -52,8 +53,8 @@ def device_array(batch: TensorListCPU | TensorListGPU | Any, device) -> Any:
         arr = batch.jax_array()
         return arr if device is None or arr.devices() == {device} else jax.device_put(arr, device)
     if isinstance(batch, TensorListCPU):
-        return jax.device_put(batch.as_array(), device)
-    return jax.device_put(batch, device)
+        return jax.device_put(narrow_for_jax(batch.as_array(), "iterator output"), device)
+    return jax.device_put(narrow_for_jax(np.asarray(batch), "iterator output"), device)
 
 
 class RowBlocks:
@@ -134,7 +135,8 @@ def assemble_sharded(batches: dict, sharding, bs: int):
                 host_cache[d] = host_array(batches[d])
             parts.append(host_cache[d])
         block = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        shards.append(jax.device_put(np.ascontiguousarray(block[(slice(None),) + rest]), device))
+        piece = narrow_for_jax(np.ascontiguousarray(block[(slice(None),) + rest]), "iterator output")
+        shards.append(jax.device_put(piece, device))
     return jax.make_array_from_single_device_arrays(global_shape, sharding, shards)
 
 
