@@ -11,28 +11,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
-from jaxdali.plugin.pytorch.torch_utils import to_torch_tensor
+from jaxdali.plugin.pytorch.torch_utils import batch_to_torch, sample_to_torch
 
 __all__ = ["DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator"]
 
 DISTINCT_NAMES_MSG = "output_map names should be distinct"  # E2
 UNKNOWN_TAG_MSG = "Only DENSE_TAG, SPARSE_LIST_TAG and SPARSE_COO_TAG are allowed"
-
-
-def _needs_copy(tensor: Any) -> bool:
-    """Read-only host buffers (e.g. file bytes) are copied so the tensor can be written safely."""
-    array = getattr(tensor, "as_array", None)
-    return array is not None and not np.asarray(array()).flags.writeable
-
-
-def _batch_to_torch(batch: Any) -> torch.Tensor:
-    """A dense batch (``TensorListCPU``/``TensorListGPU``) as one tensor with a leading batch axis."""
-    tensor = batch.as_tensor()
-    return to_torch_tensor(tensor, copy=_needs_copy(tensor))
 
 
 def _name_outputs(output_map: list[str], converted: Sequence[Any], pipeline_index: int) -> dict[str, Any]:
@@ -137,7 +124,7 @@ class DALIGenericIterator(_DaliBaseIterator):
 
     def _convert(self, index: int, out: Any, keep: int | None) -> Any:
         """One output of one pipeline as a tensor, cut to its first ``keep`` rows if given."""
-        tensor = _batch_to_torch(out)
+        tensor = batch_to_torch(out)
         return tensor if keep is None else tensor[:keep]
 
 
@@ -240,7 +227,7 @@ class DALIRaggedIterator(DALIGenericIterator):
         if tag == self.DENSE_TAG:
             return super()._convert(index, out, keep)
         samples = list(out)[:keep]  # TensorCPU / TensorGPU per sample
-        tensors = [to_torch_tensor(s, copy=_needs_copy(s)) for s in samples]
+        tensors = [sample_to_torch(s) for s in samples]
         if tag == self.SPARSE_LIST_TAG:
             return tensors
         return _sparse_coo(tensors, self.output_map[index] if index < len(self.output_map) else index)

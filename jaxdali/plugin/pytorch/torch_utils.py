@@ -140,3 +140,26 @@ def to_torch_tensor(tensor_or_tl: Any, copy: bool) -> torch.Tensor:
         return view
     out = torch.empty(_shape(source), dtype=_torch_dtype(_dali_type(source)), device=view.device)
     return feed_ndarray(source, out)
+
+
+def _is_read_only_host(tensor: Any) -> bool:
+    array = getattr(tensor, "as_array", None)
+    return array is not None and not np.asarray(array()).flags.writeable
+
+
+def sample_to_torch(sample: Any) -> torch.Tensor:
+    """One pipeline sample (``TensorCPU``/``TensorGPU``) as a tensor, the way the iterators return it.
+
+    Zero-copy through DLPack, except that read-only host buffers (e.g. bytes of a file) are copied so
+    that writing to the tensor is always safe.
+    """
+    return to_torch_tensor(sample, copy=_is_read_only_host(sample))
+
+
+def batch_to_torch(batch: Any) -> torch.Tensor:
+    """A dense pipeline batch as one tensor with a leading batch axis (see ``sample_to_torch``).
+
+    Raises:
+      RuntimeError: the samples differ in shape (the batch is not a dense tensor).
+    """
+    return sample_to_torch(batch.as_tensor())
