@@ -66,6 +66,10 @@ __all__ = [
     "stream_indices",
     "stream_is_padding",
     "stream_epoch",
+    "supports_elastic_resume",
+    "residual_indices",
+    "ResumePrefix",
+    "prefixed_stream",
 ]
 
 #: Accepted values of ``ShardSpec.shuffle``.
@@ -325,3 +329,86 @@ def _permutation(kind: int, seed: int, shard: int, epoch: int, size: int) -> np.
         order = np.argsort(words, kind="stable").astype(np.int64, copy=False)
     order.flags.writeable = False
     return order
+
+
+# -- elastic resume --------------------------------------------------------------------------------------
+#
+# A run checkpointed on S_old shards can resume on S_new shards when the sample order is global
+# (no shuffle, or shuffle="global") and readers pad their epochs, because then every shard is at the
+# same position of the same epoch and "what is left of this epoch" is a pure function of the old
+# layout and that position. The new readers first read that residual, split evenly over the new
+# shards (a *resume prefix*), then continue with the next epoch on the new layout.
+
+
+def supports_elastic_resume(spec: ShardSpec) -> bool:
+    """Whether a reader with this spec can be resumed on another number of shards."""
+    return spec.pad_last_batch and spec.shuffle in ("none", "global")
+
+
+def residual_indices(spec: ShardSpec, position: int) -> tuple[int, np.ndarray]:
+    """The samples of the current reader epoch that no shard has read yet, in global order.
+
+    All shards of ``spec``'s layout are assumed to be at stream ``position`` (they advance in lock
+    step). Returns ``(epoch, indices)``.
+    """
+    if not supports_elastic_resume(spec):
+        raise ValueError(f"elastic resume needs pad_last_batch=True and a global order (shuffle 'none' or "
+                         f"'global'): got {spec}")
+    epoch, offset = divmod(int(position), spec.padded_epoch_length)
+    sizes = _sizes(spec)
+    parts = []
+    for shard in range(spec.num_shards):
+        reader = shard if spec.sticks_to_shard else (shard - epoch) % spec.num_shards
+        done = min(offset, int(sizes[shard]))
+        reader_spec = dataclasses.replace(spec, shard_id=reader)
+        parts.append(stream_indices(reader_spec, epoch * spec.padded_epoch_length + done, int(sizes[shard]) - done))
+    return epoch, np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePrefix:
+    """What a resharded reader reads before its normal stream: its share of the residual epoch.
+
+    Attributes:
+      residual: the whole residual (all new shards), global order.
+      next_epoch: the reader epoch the normal stream continues with after the prefix.
+    """
+
+    residual: np.ndarray
+    next_epoch: int
+
+    def share(self, spec: ShardSpec) -> np.ndarray:
+        """This reader's part: an even, contiguous split of the residual over the new shards."""
+        r, s, k = len(self.residual), spec.num_shards, spec.shard_id
+        return self.residual[k * r // s: (k + 1) * r // s]
+
+    def length(self, spec: ShardSpec) -> int:
+        """Stream positions of the prefix: the largest share, rounded up to whole batches."""
+        largest = -(-len(self.residual) // spec.num_shards)
+        return -(-largest // spec.batch_size) * spec.batch_size
+
+
+def prefixed_stream(spec: ShardSpec, prefix: ResumePrefix, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, is_padding) of positions ``[start, start+count)`` of a stream that begins with ``prefix``.
+
+    Prefix positions past the reader's share repeat its last sample (padding); after the prefix the
+    stream is ``spec``'s normal stream from ``prefix.next_epoch`` on.
+    """
+    share = prefix.share(spec)
+    length = prefix.length(spec)
+    positions = np.arange(start, start + count, dtype=np.int64)
+    in_prefix = positions < length
+    indices = np.empty(count, np.int64)
+    padding = np.zeros(count, bool)
+    if in_prefix.any():
+        p = positions[in_prefix]
+        source = share if len(share) else prefix.residual[-1:]
+        indices[in_prefix] = source[np.minimum(p, len(source) - 1)]
+        padding[in_prefix] = p >= len(share)
+    rest = ~in_prefix
+    if rest.any():
+        first = int(positions[rest][0]) - length + prefix.next_epoch * spec.padded_epoch_length
+        n = int(rest.sum())
+        indices[rest] = stream_indices(spec, first, n)
+        padding[rest] = stream_is_padding(spec, first, n)
+    return indices, padding

@@ -60,6 +60,9 @@ class Arg:
       min, max: inclusive bounds checked for numbers (each element for lists).
       choices: the allowed values for strings.
       hint: a DALI performance hint that is accepted and has no effect here.
+      placement: describes where in a sharded run the operator sits (shard_id, num_shards) rather
+        than what it computes; left out of the graph fingerprint so checkpoints can move between
+        layouts (the operator checks its own layout when restoring).
     """
 
     name: str
@@ -71,6 +74,7 @@ class Arg:
     max: float | None = None
     choices: tuple | None = None
     hint: bool = False
+    placement: bool = False
 
     def __post_init__(self):
         if self.kind not in _KINDS:

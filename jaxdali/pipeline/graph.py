@@ -163,7 +163,8 @@ class OpNode:
             "name": self.name,
             "device": self.device,
             "inputs": [n.name for n in self.inputs],
-            "args": {k: _plain(v) for k, v in sorted(self.args.items()) if not self.schema.arg_map[k].hint},
+            "args": {k: _plain(v) for k, v in sorted(self.args.items())
+                     if not (self.schema.arg_map[k].hint or self.schema.arg_map[k].placement)},
             "arg_inputs": {k: n.name for k, n in sorted(self.arg_inputs.items())},
         }
 

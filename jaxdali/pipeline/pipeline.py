@@ -216,7 +216,11 @@ class Pipeline:
             runner = GraphRunner(built, self._outputs, pool, self._num_threads, self._max_batch_size,
                                  self._device_id, self._display_name())
             if checkpoint is not None:
-                runner.restore(checkpoint["pipeline"]["runner"])
+                try:
+                    self._restore(runner, checkpoint)
+                except BaseException:
+                    runner.close()
+                    raise
                 self._restored = True
                 self._restored_iterator_data = checkpoint.get("iterator")
                 self._restored_iteration = int(checkpoint["pipeline"]["runner"]["iteration"])
@@ -234,6 +238,20 @@ class Pipeline:
             self._runner, self._prefetcher = runner, prefetcher
             self._finalizer = weakref.finalize(self, _shutdown, runner, prefetcher)
             self._built = True
+
+    def _restore(self, runner: GraphRunner, checkpoint: dict) -> None:
+        runner.restore(checkpoint["pipeline"]["runner"])
+        saved_batch = checkpoint["fingerprint"]["batch_size"]
+        if saved_batch != self._max_batch_size and not self.resumed_readers():
+            raise state_codec.CheckpointError(
+                "the checkpoint was taken from a different pipeline; it cannot be restored here:\n"
+                f"  - batch size: in checkpoint {saved_batch}, in pipeline {self._max_batch_size}")
+
+    def resumed_readers(self) -> dict[str, dict]:
+        """Readers finishing an epoch that a checkpoint from another shard layout left unfinished:
+        ``{name: {"residual": samples left in that epoch (all shards), "next_epoch": ...}}``."""
+        infos = {name: op.resume_info() for name, op in self._built_ops.items() if hasattr(op, "resume_info")}
+        return {name: info for name, info in infos.items() if info is not None}
 
     def _display_name(self) -> str:
         return f"pipeline-{id(self):x}"
@@ -501,6 +519,10 @@ class IteratorAPI:
     @property
     def restored_iteration(self) -> int:
         return self._pipe._restored_iteration
+
+    def reader_resume(self, name: str) -> dict | None:
+        """Residual-epoch info of reader ``name`` after a re-sharded restore (see ``Pipeline.resumed_readers``)."""
+        return self._pipe.resumed_readers().get(name)
 
 
 def _shutdown(runner: GraphRunner, prefetcher: Prefetcher) -> None:

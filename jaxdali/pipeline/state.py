@@ -32,7 +32,8 @@ def fingerprint(max_batch_size: int, op_descriptions: list[dict], output_names: 
     """A compact description of a graph: its overall hash plus one short hash per operator."""
     ops = {d["name"]: _digest(d) for d in op_descriptions}
     return {
-        "graph": _digest({"ops": op_descriptions, "outputs": output_names, "batch_size": max_batch_size}),
+        # The batch size is compared separately: readers can resume on another layout.
+        "graph": _digest({"ops": op_descriptions, "outputs": output_names}),
         "batch_size": max_batch_size,
         "outputs": output_names,
         "ops": ops,
@@ -85,8 +86,6 @@ def describe_differences(saved: dict, current: dict) -> str:
     if saved.get("graph") == current.get("graph"):
         return ""
     lines = []
-    if saved.get("batch_size") != current.get("batch_size"):
-        lines.append(f"batch size: in checkpoint {saved.get('batch_size')}, in pipeline {current.get('batch_size')}")
     if saved.get("outputs") != current.get("outputs"):
         lines.append(f"outputs: in checkpoint {saved.get('outputs')}, in pipeline {current.get('outputs')}")
     s_ops, c_ops = saved.get("ops", {}), current.get("ops", {})

@@ -560,6 +560,10 @@ class IteratorAPI(Protocol):
     def restored_iteration(self) -> int:
         """Batches the restored pipeline had consumed when its checkpoint was taken (0 if fresh)."""
 
+    def reader_resume(self, name: str) -> dict | None:
+        """After a restore on another shard layout: ``{"residual": samples left in the resumed
+        epoch, "next_epoch": the reader epoch that follows}`` for reader ``name``; else None."""
+
 
 class IterablePipeline(Protocol):
     """The pipeline side: what ``_DaliBaseIterator`` uses of each pipeline it wraps."""
@@ -689,6 +693,9 @@ class _DaliBaseIterator:
             self._counters = EpochCounters.for_size(
                 policy, size, self.batch_size, len(pipelines), bool(last_batch_padded)
             )
+        # Counters for the epoch after the current one, when the current one is the residual of an
+        # epoch resumed on another shard layout (elastic resume); None otherwise.
+        self._next_counters: EpochCounters | None = None
         self._ever_scheduled = False
         self._ever_consumed = False
 
@@ -699,7 +706,7 @@ class _DaliBaseIterator:
             self._restore_counters()
             # Taken before the first batch is prepared, so that checkpoints() of an iterator that
             # handed out nothing yet describes the very beginning.
-            data = self._counters.to_dict()
+            data = self._iterator_data()
             self._initial_checkpoints = [api.checkpoint(data) for api in self._apis]
 
         self._first_batch = _NOTHING
@@ -808,7 +815,10 @@ class _DaliBaseIterator:
         if not self._counters.epoch_over:
             logger.warning(RESET_MID_EPOCH_MSG)
             return
-        self._counters = self._counters.next_epoch()
+        if self._next_counters is not None:
+            self._counters, self._next_counters = self._next_counters, None
+        else:
+            self._counters = self._counters.next_epoch()
         for api in self._apis:
             api.reset()
             if api.empty():
@@ -851,8 +861,16 @@ class _DaliBaseIterator:
             raise ValueError(CHECKPOINTING_DISABLED_MSG)
         if not self._ever_consumed:
             return list(self._initial_checkpoints)
-        data = self._counters.to_dict()
+        data = self._iterator_data()
         return [api.checkpoint(data) for api in self._apis]
+
+    def _iterator_data(self) -> dict[str, Any]:
+        data = self._counters.to_dict()
+        if self._next_counters is not None:
+            layout = self._counters.layout
+            data["_elastic"] = {"layout": [layout.epoch_size, layout.epoch_size_padded, layout.num_shards],
+                                "next": self._next_counters.to_dict()}
+        return data
 
     def _restore_counters(self) -> None:
         restored = [api.is_restored_from_checkpoint for api in self._apis]
@@ -864,7 +882,35 @@ class _DaliBaseIterator:
         elif any(data != all_data[0] for data in all_data):
             logger.warning(DIFFERENT_ITERATOR_DATA_MSG)
         data = next(d for d, r in zip(all_data, restored) if r)
+        resumed = [api.reader_resume(self._reader_name) for api in self._apis] if self._reader_name else []
+        if isinstance(data, dict) and "_elastic" in data:
+            residual = ReaderLayout(*data["_elastic"]["layout"], pad_last_batch=True, stick_to_shard=True)
+            self._next_counters = self._counters.restore(data["_elastic"]["next"])
+            self._counters = dataclasses.replace(self._counters, layout=residual).restore(data)
+            return
+        if any(resumed):
+            self._start_elastic_epoch(resumed)
+            return
         if not data:
             logger.warning(NO_ITERATOR_DATA_MSG)
             return
         self._counters = self._counters.restore(data)
+
+    def _start_elastic_epoch(self, resumed: list) -> None:
+        """Counters for the residual epoch after a re-shard, then for the layout's normal epochs.
+
+        The readers first read what the checkpointed run left of its epoch, split evenly over the
+        new shards (``jaxdali.ops.sampling.ResumePrefix``), then continue with the next epoch.
+        """
+        if any(info is None for info in resumed) or any(info != resumed[0] for info in resumed):
+            raise ValueError(f"pipelines were restored from checkpoints of different epochs or layouts: {resumed}")
+        counters = self._counters
+        layout = counters.layout
+        if not layout.pad_last_batch:
+            raise ValueError("resuming on another shard layout needs readers with pad_last_batch=True")
+        r, s = resumed[0]["residual"], layout.num_shards
+        residual = ReaderLayout(r, _ceil_div(r, s) * s, s, pad_last_batch=True, stick_to_shard=True)
+        self._counters = EpochCounters.for_reader(counters.policy, residual, counters.shard_ids, counters.batch_size)
+        shift = 0 if layout.stick_to_shard else resumed[0]["next_epoch"]
+        next_ids = [(k + shift) % s for k in counters.shard_ids]
+        self._next_counters = EpochCounters.for_reader(counters.policy, layout, next_ids, counters.batch_size)

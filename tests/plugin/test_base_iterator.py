@@ -92,6 +92,9 @@ class FakePipeline:
     def build(self):
         self.built = True
 
+    def reader_resume(self, name):
+        return None  # fake readers never resume on another shard layout
+
     def reader_meta(self, name):
         if name != self.reader or not isinstance(self.source, ReaderSource):
             raise RuntimeError(f'Assert on "meta" failed: Operator {name}  not found or does not expose valid metadata.')

@@ -227,8 +227,16 @@ def test_pipeline_checkpoint_restores_exact_continuation_and_file(index_files, t
 def test_restore_into_a_different_pipeline_names_the_difference(index_files):
     files = index_files(10)
     cp = aug_pipe(files, seed=1).checkpoint()
-    with pytest.raises(CheckpointError, match=r"batch size: in checkpoint 4, in pipeline 5"):
+    with pytest.raises(CheckpointError, match=r"taken with .*batch_size=4.* this reader has .*batch_size=5.*"
+                                              r"needs pad_last_batch=True and a global sample order"):
         aug_pipe(files, seed=1, batch_size=5, checkpoint=cp).build()
+
+    @pipeline_def(num_threads=1, device_id=None, enable_checkpointing=True)
+    def no_reader():
+        return fn.random.coin_flip()
+
+    with pytest.raises(CheckpointError, match=r"batch size: in checkpoint 4, in pipeline 5"):
+        no_reader(batch_size=5, checkpoint=no_reader(batch_size=4).checkpoint()).build()
     with pytest.raises(CheckpointError, match=r"operator 'Reader' \(fn.readers.file\): its arguments or inputs differ"):
         aug_pipe(files, shuffle=False, seed=1, checkpoint=cp).build()
 

@@ -7,6 +7,7 @@ so restoring a checkpoint is O(1) and no reader keeps its own shard, epoch or pa
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,15 +15,16 @@ import numpy as np
 from jaxdali.ops import sampling
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg
+from jaxdali.pipeline.state import CheckpointError
 
-__all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED"]
+__all__ = ["LOADER_ARGS", "Reader", "ReshardError", "SHUFFLE_AFTER_EPOCH_BASE_SEED"]
 
 #: Base seed of ``shuffle_after_epoch`` orders; the same on every shard unless the user sets one.
 SHUFFLE_AFTER_EPOCH_BASE_SEED = 524287
 
 LOADER_ARGS: tuple[Arg, ...] = (
-    Arg("shard_id", "int", 0, "Index of the shard this reader reads.", min=0),
-    Arg("num_shards", "int", 1, "Number of shards the data is split into.", min=1),
+    Arg("shard_id", "int", 0, "Index of the shard this reader reads.", min=0, placement=True),
+    Arg("num_shards", "int", 1, "Number of shards the data is split into.", min=1, placement=True),
     Arg("stick_to_shard", "bool", False, "Always read the same shard (otherwise move to the next shard each epoch)."),
     Arg("pad_last_batch", "bool", False,
         "Repeat the shard's last sample so every shard yields the same number of full batches per epoch."),
@@ -72,10 +74,19 @@ class Reader(Operator):
         self.position = 0
 
     def run(self, ctx, inputs, args):
-        indices = sampling.stream_indices(self.spec, self.position, ctx.max_batch_size)
+        indices = self._indices(self.position, ctx.max_batch_size)
         outputs = self.load(ctx, indices)
         self.position += ctx.max_batch_size
+        if self.prefix is not None and self.position >= self.prefix.length(self.spec):
+            # The resumed epoch is done: continue as if this layout had been used all along.
+            self.position += self.prefix.next_epoch * self.spec.padded_epoch_length - self.prefix.length(self.spec)
+            self.prefix, self.resumed_from = None, None
         return outputs
+
+    def _indices(self, start: int, count: int) -> np.ndarray:
+        if self.prefix is None:
+            return sampling.stream_indices(self.spec, start, count)
+        return sampling.prefixed_stream(self.spec, self.prefix, start, count)[0]
 
     def load(self, ctx, indices: np.ndarray) -> Any:
         raise NotImplementedError
@@ -88,12 +99,61 @@ class Reader(Operator):
             "number_of_shards": a["num_shards"],
             "shard_id": a["shard_id"],
             "pad_last_batch": bool(a["pad_last_batch"]),
-            "stick_to_shard": bool(a["stick_to_shard"]),
+            "stick_to_shard": self.spec.sticks_to_shard,
         }
 
+    # -- checkpoints ----------------------------------------------------------------------------------
+    #: Set while reading the residual of an epoch resumed on another layout (see sampling.ResumePrefix).
+    prefix: sampling.ResumePrefix | None = None
+    #: (layout, position) of the checkpoint that the prefix was computed from.
+    resumed_from: tuple[dict, int] | None = None
+
     def state(self) -> dict:
-        return {"position": self.position}
+        resumed = None if self.resumed_from is None else {"layout": self.resumed_from[0],
+                                                          "position": self.resumed_from[1]}
+        return {"position": self.position, "layout": dataclasses.asdict(self.spec), "resumed_from": resumed}
 
     def restore(self, state: dict) -> None:
-        self.position = int(state["position"])
+        saved = sampling.ShardSpec(**state["layout"])
+        position = int(state["position"])
+        resumed = state.get("resumed_from")
+        if saved == self.spec:
+            self.position = position
+            if resumed is not None:
+                self._resume(sampling.ShardSpec(**resumed["layout"]), int(resumed["position"]))
+            return
+        if resumed is not None:
+            raise ReshardError(
+                f"{self.name}: this checkpoint was taken while finishing an epoch resumed on a new layout; resume it "
+                f"on the same layout ({_layout_text(saved)}) until the epoch ends, then re-shard")
+        problems = [f"{k}: in checkpoint {getattr(saved, k)!r}, here {getattr(self.spec, k)!r}"
+                    for k in ("num_samples", "shuffle", "seed", "stick_to_shard", "pad_last_batch")
+                    if getattr(saved, k) != getattr(self.spec, k)]
+        if problems or not sampling.supports_elastic_resume(saved):
+            why = "; ".join(problems) if problems else (
+                "resuming on another layout needs pad_last_batch=True and a global sample order (no random_shuffle; "
+                "shuffle_after_epoch is fine)")
+            raise ReshardError(f"{self.name}: the checkpoint was taken with {_layout_text(saved)}, this reader has "
+                               f"{_layout_text(self.spec)}: {why}")
+        self._resume(saved, position)
+        self.position = 0
 
+    def _resume(self, saved: sampling.ShardSpec, position: int) -> None:
+        epoch, residual = sampling.residual_indices(saved, position)
+        self.prefix = sampling.ResumePrefix(residual, epoch + 1)
+        self.resumed_from = (dataclasses.asdict(saved), position)
+
+    def resume_info(self) -> dict | None:
+        """For iterators: the size of the residual epoch being read after a re-shard, else None."""
+        if self.prefix is None:
+            return None
+        return {"residual": len(self.prefix.residual), "next_epoch": self.prefix.next_epoch}
+
+
+class ReshardError(CheckpointError):
+    """A checkpoint from another shard layout that this reader cannot resume from."""
+
+
+def _layout_text(spec: sampling.ShardSpec) -> str:
+    return (f"num_shards={spec.num_shards}, shard_id={spec.shard_id}, batch_size={spec.batch_size}, "
+            f"num_samples={spec.num_samples}")

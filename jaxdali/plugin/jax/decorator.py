@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
+from jaxdali.ops.readers.base import ReshardError
 from jaxdali.pipeline.decorator import pipeline_def
 from jaxdali.plugin.base_iterator import LastBatchPolicy
 from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
@@ -53,16 +54,22 @@ _DOC = """Decorator: a graph function becomes a factory of iterators over one pi
 
     With ``sharding`` (global ``jax.Array``s) or ``devices`` (pmap-style stacks): ``batch_size`` is the
     **global** batch; each device gets ``batch_size // device count``. One pipeline is built per
-    local device (per entry of ``devices``), with ``device_id`` = the device's local index,
-    ``shard_id`` = its position in ``jax.devices()`` (in ``devices``) and ``num_shards`` = the device
-    count, so the graph function must take ``shard_id`` and ``num_shards`` and pass them to its reader.
-    ``checkpoints`` gives one checkpoint per device (from ``iterator.checkpoints()``).
+    local device that the sharding spans (per entry of ``devices``), with ``device_id`` = the
+    device's local index, ``shard_id`` = its position among the spanned devices in ``jax.devices()``
+    order (in ``devices``) and ``num_shards`` = the number of spanned devices, so the graph function
+    must take ``shard_id`` and ``num_shards`` and pass them to its reader. ``checkpoints`` gives one
+    checkpoint per device (from ``iterator.checkpoints()``). A list saved with another device count
+    is accepted when the readers have a global sample order and ``pad_last_batch=True`` (elastic
+    resume): the new devices first share what is left of the interrupted epoch, each remaining
+    sample exactly once, then continue with whole epochs on the new layout.
 
     .. note::
        Deliberate differences from DALI: shard ids are positions in ``jax.devices()``, not
        ``device.id`` (they differ in multi-process CPU runs); a global batch that the device count
        does not divide raises ValueError instead of silently dropping samples; ``device_id`` is the
-       device's real local index, also for a ``devices`` subset.
+       device's real local index, also for a ``devices`` subset; a sharding over a subset of the
+       devices builds pipelines for that subset only; checkpoints from another device count can
+       be restored (see above).
 
     Example::
 
@@ -103,31 +110,43 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
 
     def _pipelines_per_device(make_pipeline, func, args, kwargs, checkpoints):
         import jax
+        from jax.sharding import Sharding
 
         global_batch = kwargs.pop("batch_size")  # KeyError 'batch_size' when missing (as in DALI)
         local = jax.local_devices()
+        order = {d: i for i, d in enumerate(jax.devices())}
         if devices is not None:
             if jax.local_device_count() != jax.device_count():
                 raise RuntimeError(MULTIPROCESS_PMAP_MSG)
-            use = list(devices)
-            positions = {d: i for i, d in enumerate(use)}
+            spanned = list(devices)
         else:
-            use = list(local)
-            positions = {d: i for i, d in enumerate(jax.devices())}
-        num_shards = len(positions)
+            first = sharding if isinstance(sharding, Sharding) else next(iter(sharding.values()))
+            spanned = sorted(first.device_set, key=lambda d: order[d])
+        positions = {d: i for i, d in enumerate(spanned)}
+        use = [d for d in spanned if d in local]
+        num_shards = len(spanned)
         if global_batch % num_shards or global_batch < num_shards:
             raise ValueError(f"{func.__name__}: the global batch_size={global_batch} must be a positive multiple of "
                              f"the {num_shards} devices it is split over")
-        if checkpoints and len(checkpoints) != len(use):
-            raise RuntimeError(f"The number of checkpoints provided ({len(checkpoints)}) should match the number "
-                               f"of devices to use ({len(use)}).")
-        pipes = []
-        for i, device in enumerate(use):
-            if device not in local:
-                raise ValueError(f"device {device} is not a local device of this process")
-            pipes.append(make_pipeline(*args, batch_size=global_batch // num_shards, device_id=local.index(device),
-                                       shard_id=positions[device], num_shards=num_shards,
-                                       checkpoint=checkpoints[i] if checkpoints else None, **kwargs))
+        elastic = bool(checkpoints) and len(checkpoints) != len(use)
+
+        def build(i: int, device):
+            checkpoint = (checkpoints[0] if elastic else checkpoints[i]) if checkpoints else None
+            return make_pipeline(*args, batch_size=global_batch // num_shards, device_id=local.index(device),
+                                 shard_id=positions[device], num_shards=num_shards, checkpoint=checkpoint, **kwargs)
+
+        pipes = [build(i, d) for i, d in enumerate(use)]
+        if elastic:
+            # A checkpoint list from another device count: readers with a global sample order resume
+            # the unfinished epoch on this layout (DESIGN "Elastic resume"); others cannot.
+            try:
+                for pipe in pipes:
+                    pipe.build()
+            except ReshardError as e:
+                for pipe in pipes:
+                    pipe.close()
+                raise RuntimeError(f"The number of checkpoints provided ({len(checkpoints)}) should match the "
+                                   f"number of devices to use ({len(use)}).") from e
         return pipes
 
     if pipeline_fn is not None:
