@@ -147,10 +147,8 @@ def test_decorator_errors(index_files):
         sharded(files=files)
     with pytest.raises(TypeError, match="got multiple values for keyword argument 'shard_id'"):
         sharded(files=files, batch_size=NDEV, shard_id=0)
-    with pytest.raises(RuntimeError, match=rf"number of checkpoints provided \(1\) should match the number of devices "
-                                           rf"to use \({NDEV}\)"):
-        sharded(files=files, batch_size=NDEV, checkpoints=[b"x"]) if NDEV != 1 else (_ for _ in ()).throw(
-            RuntimeError(f"The number of checkpoints provided (1) should match the number of devices to use ({NDEV})."))
+    with pytest.raises(ValueError, match="not a valid JSON string"):  # (E27 itself: see test_jax_elastic.py)
+        sharded(files=files, batch_size=NDEV, checkpoints=[b"x"])
     single = data_iterator(files_pipe._graph_function, output_map=["data"], reader_name="Reader")
     with pytest.raises(TypeError, match="got multiple values for keyword argument 'checkpoint'"):
         single(files=files, batch_size=2, checkpoint=b"")
