@@ -110,10 +110,15 @@ def test_duplicate_output_names_are_rejected(index_files, pipes):  # E2
         DALIGenericIterator(pipes, ["data", "data"], reader_name="Reader")
 
 
-def test_string_last_batch_policy_raises_value_error(index_files, pipes):  # J9 / E4
+@pytest.mark.parametrize("make", [
+    lambda p, **kw: DALIGenericIterator(p, ["data", "label"], **kw),
+    lambda p, **kw: DALIClassificationIterator(p, **kw),
+    lambda p, **kw: DALIRaggedIterator(p, ["data", "label"], **kw),
+], ids=["generic", "classification", "ragged"])
+def test_string_last_batch_policy_raises_value_error(index_files, pipes, make):  # J9 / E4
     pipes.append(files_pipe(index_files(7)))
     with pytest.raises(ValueError, match="Wrong type for `last_batch_policy`"):
-        DALIGenericIterator(pipes, ["data", "label"], reader_name="Reader", last_batch_policy="FILL")
+        make(pipes, reader_name="Reader", last_batch_policy="FILL")
 
 
 # -- PARTIAL in every mode ----------------------------------------------------------------------------
@@ -262,6 +267,18 @@ def test_ragged_iterator_partial_trims_sample_lists(index_files, pipes):
                             output_types=[DALIRaggedIterator.SPARSE_LIST_TAG, DALIRaggedIterator.DENSE_TAG])
     last = list(it)[-1][0]
     assert [t.tolist() for t in last["data"]] == [[6]] and last["label"].flatten().tolist() == [6]
+
+
+def test_ragged_iterator_partial_gives_empty_lists_and_sparse_tensors(index_files, pipes):  # J5 + J6
+    files = index_files(10)
+    pipes.extend(files_pipe(files, shard_id=k, num_shards=3, batch_size=3) for k in range(3))
+    it = DALIRaggedIterator(pipes, ["data", "label"], reader_name="Reader", last_batch_policy=PARTIAL,
+                            output_types=[DALIRaggedIterator.SPARSE_LIST_TAG, DALIRaggedIterator.SPARSE_COO_TAG])
+    next(it)
+    last = next(it)
+    assert [d["data"] for d in last[:2]] == [[], []] and [t.tolist() for t in last[2]["data"]] == [[9]]
+    assert last[0]["label"].shape == (0, 0) and last[0]["label"].dtype == torch.int32
+    assert last[2]["label"].to_dense().tolist() == [[9]]
 
 
 # -- J7, J8: feed_ndarray, to_torch_type, to_torch_tensor -----------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
-from jaxdali.plugin.pytorch.torch_utils import batch_to_torch, sample_to_torch
+from jaxdali.plugin.pytorch.torch_utils import batch_to_torch, sample_to_torch, to_torch_type
 
 __all__ = ["DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator"]
 
@@ -230,10 +230,11 @@ class DALIRaggedIterator(DALIGenericIterator):
         tensors = [sample_to_torch(s) for s in samples]
         if tag == self.SPARSE_LIST_TAG:
             return tensors
-        return _sparse_coo(tensors, self.output_map[index] if index < len(self.output_map) else index)
+        name = self.output_map[index] if index < len(self.output_map) else index
+        return _sparse_coo(tensors, name, to_torch_type.get(out.dtype, torch.float32))
 
 
-def _sparse_coo(samples: list[torch.Tensor], name: Any) -> torch.Tensor:
+def _sparse_coo(samples: list[torch.Tensor], name: Any, empty_dtype: torch.dtype) -> torch.Tensor:
     """Rows of 1-D samples as a sparse (samples, longest) tensor; indices are (sample, position)."""
     for i, sample in enumerate(samples):
         if sample.dim() > 1:
@@ -243,9 +244,10 @@ def _sparse_coo(samples: list[torch.Tensor], name: Any) -> torch.Tensor:
     flat = [s.reshape(-1) for s in samples]
     lengths = [int(s.numel()) for s in flat]
     device = flat[0].device if flat else torch.device("cpu")
-    rows = torch.repeat_interleave(torch.arange(len(flat), device=device), torch.tensor(lengths, device=device))
-    cols = torch.cat([torch.arange(n, device=device) for n in lengths]) if flat else torch.zeros(0, dtype=torch.long)
-    values = torch.cat(flat) if flat else torch.zeros(0)
+    counts = torch.tensor(lengths, dtype=torch.long, device=device)
+    rows = torch.repeat_interleave(torch.arange(len(flat), device=device), counts)
+    cols = torch.cat([torch.arange(n, device=device) for n in lengths]) if flat else counts.new_zeros(0)
+    values = torch.cat(flat) if flat else torch.zeros(0, dtype=empty_dtype)
     shape = (len(flat), max(lengths, default=0))
     # The indices are built sorted and unique, so the tensor is valid and already coalesced.
     return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import inspect
-import logging
 import os
 import sys
 import threading
@@ -49,8 +48,6 @@ from jaxdali.pipeline.pipeline import Pipeline
 from jaxdali.plugin.pytorch.torch_utils import batch_to_torch
 
 __all__ = ["DALIServer", "DataLoader"]
-
-_log = logging.getLogger("jaxdali")
 
 NO_INPUTS_MSG = "The provided pipeline doesn't have any inputs"
 SAME_BATCH_MSG = "All samples should belong to the same batch"
@@ -326,7 +323,7 @@ class _ServerCore:
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         with self.cond:
-            if self.thread is not None:
+            if self.thread is not None and self.thread.is_alive():
                 return
             # Daemon only as a last resort, so that a server nobody stopped cannot hang interpreter
             # exit (threads are joined before atexit hooks run); stop_thread() is the way to stop it.
@@ -358,34 +355,39 @@ class _ServerCore:
     def _serve(self) -> None:
         in_flight: collections.deque = collections.deque()  # batch ids in run order; None = filler
         stopping = False
-        while True:
-            # Take requests while the pipeline has room; block only when nothing is running.
-            while not stopping and len(in_flight) < self.depth:
-                if in_flight and not self.channel.has_message():
-                    break
-                message = self.channel.get()
-                if isinstance(message, str) and message == _STOP:
-                    stopping = True
-                else:
-                    self._start_run(message, in_flight)
-            if not in_flight:
-                if stopping:
-                    return
-                continue
-            self._finish_run(in_flight)
+        try:
+            while True:
+                # Take requests while the pipeline has room; block only when nothing is running.
+                while not stopping and len(in_flight) < self.depth:
+                    if in_flight and not self.channel.has_message():
+                        break
+                    message = self.channel.get()
+                    if isinstance(message, str) and message == _STOP:
+                        stopping = True
+                    else:
+                        stopping = self._start_run(message, in_flight)
+                if not in_flight:
+                    if stopping:
+                        return
+                    continue
+                self._finish_run(in_flight)
+        except BaseException as e:  # noqa: BLE001 - e.g. a request that cannot be unpickled
+            self._fail(e, in_flight)
+            raise
 
-    def _start_run(self, request: _BatchRequest, in_flight: collections.deque) -> None:
+    def _start_run(self, request: _BatchRequest, in_flight: collections.deque) -> bool:
+        """Feeds and schedules ``request``; returns True when a stop request was taken meanwhile."""
         if self.failure is not None:
             self._publish(request.batch_id, _Result(error=self.failure))
-            return
-        runs, fillers = [request], 0
+            return False
+        runs, fillers, stop_seen = [request], 0, False
         if not self.primed:
             # The first schedule_run starts `depth` runs, each needing fed data: take the requests
             # that are already waiting and repeat the last one for the rest (outputs discarded).
             while len(runs) < self.depth and self.channel.has_message():
                 message = self.channel.get()
                 if isinstance(message, str) and message == _STOP:
-                    self.channel.stop()  # seen again by the serve loop once these runs are in flight
+                    stop_seen = True
                     break
                 runs.append(message)
             fillers = self.depth - len(runs)
@@ -394,12 +396,18 @@ class _ServerCore:
                 self._feed(run)
             self.pipe.schedule_run()
         except Exception as e:  # noqa: BLE001 - inputs may be half fed: the pipeline cannot go on
-            self.failure = e
-            for run in runs:
-                self._publish(run.batch_id, _Result(error=e))
-            return
+            self._fail(e, [run.batch_id for run in runs])
+            return stop_seen
         self.primed = True
         in_flight.extend([run.batch_id for run in runs] + [None] * fillers)
+        return stop_seen
+
+    def _fail(self, error: BaseException, batch_ids) -> None:
+        """The pipeline cannot run any more: ``batch_ids`` and every later request get ``error``."""
+        self.failure = error
+        for batch_id in batch_ids:
+            if batch_id is not None:
+                self._publish(batch_id, _Result(error=error))
 
     def _feed(self, request: _BatchRequest) -> None:
         for name in self.input_names:
@@ -410,10 +418,7 @@ class _ServerCore:
         try:
             outputs = self.pipe.share_outputs()
         except Exception as e:  # noqa: BLE001 - the pipeline is stopped; every waiter gets the error
-            self.failure = e
-            for pending in [batch_id, *in_flight]:
-                if pending is not None:
-                    self._publish(pending, _Result(error=e))
+            self._fail(e, [batch_id, *in_flight])
             in_flight.clear()
             return
         try:
@@ -434,6 +439,8 @@ class _ServerCore:
     def wait_for(self, batch_id: tuple[str, int]) -> _Result:
         with self.cond:
             while batch_id not in self.results:
+                if self.failure is not None and not self.running:
+                    return _Result(error=self.failure)
                 if not self.running:
                     raise RuntimeError(
                         f"DALIServer thread {self.name!r} is not running, so batch {batch_id} will never be "
