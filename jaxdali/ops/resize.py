@@ -60,6 +60,9 @@ __all__ = [
     "resize_geometry",
     "axis_taps",
     "resample",
+    "ResamplePlan",
+    "plan_resample",
+    "execute_plan",
     "allocate_batch",
     "RESIZE",
     "RANDOM_RESIZED_CROP",
@@ -290,9 +293,77 @@ def _store(result: np.ndarray, out: np.ndarray, owned: bool = True) -> None:
     np.copyto(out, result, casting="unsafe")
 
 
+@dataclasses.dataclass(frozen=True)
+class ResamplePlan:
+    """How one sample is resized: nothing (a copy), ``cv2.resize``, or 1-D passes with their taps.
+
+    Attributes:
+      taps: spatial axis -> (index, weights) of its pass (see ``axis_taps``); axes that keep their
+        extent and window are left out.
+      cv2_linear: the whole resize is OpenCV's INTER_LINEAR (see ``_cv2_linear_ok``).
+    """
+
+    taps: dict
+    cv2_linear: bool = False
+
+
+def plan_resample(shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], out_size: Sequence[int],
+                  lo: Sequence[float], hi: Sequence[float], min_filter: DALIInterpType, mag_filter: DALIInterpType,
+                  antialias: bool, taps_cache: dict | None = None) -> ResamplePlan:
+    """The plan of ``resample`` for a sample of ``shape`` and ``dtype`` (arguments as there).
+
+    ``taps_cache`` (a dict kept by the caller across samples) shares the taps of equal geometries.
+    Planning is light Python work; ``execute_plan`` does the heavy, GIL-free part.
+    """
+    axes = list(axes)
+    passes = {}  # axis -> (filter, n, m, lo, hi)
+    for a, m, l, h in zip(axes, out_size, lo, hi):
+        n = shape[a]
+        if not (l == 0 and h == n and m == n):  # else the identity
+            passes[a] = (min_filter if abs(h - l) > m else mag_filter, n, int(m), float(l), float(h))
+    if _is_2d(axes) and _cv2_linear_ok(dtype, int(np.prod(shape[axes[1] + 1:])), passes.values(), antialias):
+        return ResamplePlan({}, cv2_linear=True)
+    taps = {}
+    for a, (f, n, m, l, h) in passes.items():
+        key = (f, n, m, l, h, antialias, a != axes[-1])
+        value = taps_cache.get(key) if taps_cache is not None else None
+        if value is None:
+            value = axis_taps(n, m, l, h, f, antialias, accumulate=a != axes[-1])
+            if taps_cache is not None:
+                taps_cache[key] = value
+        taps[a] = value
+    return ResamplePlan(taps)
+
+
+def execute_plan(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray) -> None:
+    """Resizes ``image`` into ``out`` following ``plan`` (integers are rounded and saturated)."""
+    if out.size == 0:
+        return
+    if not plan.taps and not plan.cv2_linear:
+        _store(image, out, owned=False)
+        return
+    axes = list(axes)
+    if _is_2d(axes):
+        # (frames..., H, W, channels...) seen as (F, H, W, C): 2-D passes frame by frame.
+        f, (h, w), c = int(np.prod(image.shape[:axes[0]])), image.shape[axes[0]:axes[1] + 1], \
+            int(np.prod(image.shape[axes[1] + 1:]))
+        frames = np.ascontiguousarray(image).reshape(f, h, w, c)
+        dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
+        for src, d in zip(frames, dst):
+            if plan.cv2_linear:
+                _cv2_linear(src, d)
+            else:
+                _store(_resample_2d(src, plan.taps.get(axes[0]), plan.taps.get(axes[1])), d)
+        return
+    x = image
+    for a in _cheapest_order(image.shape, plan.taps):
+        x = _apply_pass(x, a, *plan.taps[a])
+    _store(x, out)
+
+
 def resample(image: np.ndarray, axes: Sequence[int], out_size: Sequence[int], lo: Sequence[float],
              hi: Sequence[float], min_filter: DALIInterpType, mag_filter: DALIInterpType, antialias: bool,
-             out: np.ndarray, taps_cache: dict | None = None) -> None:
+             out: np.ndarray) -> None:
     """Resizes one sample into ``out`` (preallocated; integers are rounded and saturated).
 
     Args:
@@ -302,53 +373,14 @@ def resample(image: np.ndarray, axes: Sequence[int], out_size: Sequence[int], lo
       min_filter, mag_filter: the filter for axes that shrink (source step > 1) and for the others.
       antialias: widen the filter by the scale factor on shrinking axes (never for NN).
       out: destination of the output shape and type.
-      taps_cache: a dict the caller keeps while resizing several samples, to reuse the taps of
-        equal geometries.
     """
-    if out.size == 0:
-        return
-    axes = list(axes)
-    passes = {}  # axis -> (filter, n, m, lo, hi)
-    for a, m, l, h in zip(axes, out_size, lo, hi):
-        n = image.shape[a]
-        if not (l == 0 and h == n and m == n):  # else the identity
-            passes[a] = (min_filter if abs(h - l) > m else mag_filter, n, int(m), float(l), float(h))
-    if not passes:
-        _store(image, out, owned=False)
-        return
-    plans = {}
-    if len(axes) == 2 and axes[1] == axes[0] + 1:
-        # (frames..., H, W, channels...) seen as (F, H, W, C): 2-D passes frame by frame.
-        f, (h, w), c = int(np.prod(image.shape[:axes[0]])), image.shape[axes[0]:axes[1] + 1], \
-            int(np.prod(image.shape[axes[1] + 1:]))
-        frames = np.ascontiguousarray(image).reshape(f, h, w, c)
-        dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
-        if _cv2_linear_ok(frames, passes.values(), antialias):
-            for src, d in zip(frames, dst):
-                _cv2_linear(src, d)
-            return
-        for a, p in passes.items():
-            plans[a] = _taps(p, antialias, a != axes[-1], taps_cache)
-        for src, d in zip(frames, dst):
-            _store(_resample_2d(src, plans.get(axes[0]), plans.get(axes[1])), d)
-        return
-    for a, p in passes.items():
-        plans[a] = _taps(p, antialias, a != axes[-1], taps_cache)
-    x = image
-    for a in _cheapest_order(image.shape, plans):
-        x = _apply_pass(x, a, *plans[a])
-    _store(x, out)
+    plan = plan_resample(image.shape, image.dtype, axes, out_size, lo, hi, min_filter, mag_filter, antialias)
+    execute_plan(image, axes, plan, out)
 
 
-def _taps(spec: tuple, antialias: bool, accumulate: bool, cache: dict | None):
-    key = spec + (antialias, accumulate)
-    if cache is not None and key in cache:
-        return cache[key]
-    f, n, m, l, h = spec
-    taps = axis_taps(n, m, l, h, f, antialias, accumulate)
-    if cache is not None:
-        cache[key] = taps
-    return taps
+def _is_2d(axes: Sequence[int]) -> bool:
+    """Two adjacent spatial axes: the sample is (frames..., H, W, channels...)."""
+    return len(axes) == 2 and axes[1] == axes[0] + 1
 
 
 def _resample_2d(x: np.ndarray, taps_h, taps_w) -> np.ndarray:
@@ -382,11 +414,12 @@ def _cheapest_order(shape: Sequence[int], plans: dict) -> list[int]:
     return best
 
 
-def _cv2_linear_ok(frames: np.ndarray, passes, antialias: bool) -> bool:
-    """Whether ``cv2.resize(INTER_LINEAR)`` computes the requested resampling of (F, H, W, C) frames:
-    the LINEAR kernel, not widened, over the whole image, on every resampled axis."""
-    if frames.dtype not in _CV2_DTYPES or frames.shape[3] > 4:
+def _cv2_linear_ok(dtype: np.dtype, channels: int, passes, antialias: bool) -> bool:
+    """Whether ``cv2.resize(INTER_LINEAR)`` computes the requested resampling: the LINEAR kernel, not
+    widened, over the whole image, on every resampled axis (and at least one such axis)."""
+    if np.dtype(dtype) not in _CV2_DTYPES or channels > 4:
         return False
+    passes = list(passes)
     for f, n, m, l, h in passes:
         if not (l == 0 and h == n):
             return False
@@ -396,7 +429,7 @@ def _cv2_linear_ok(frames: np.ndarray, passes, antialias: bool) -> bool:
                 return False
         elif f != DALIInterpType.INTERP_TRIANGULAR or shrinks:
             return False
-    return True
+    return bool(passes)
 
 
 def _cv2_linear(src: np.ndarray, dst: np.ndarray) -> None:
@@ -525,12 +558,16 @@ def _resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, 
     source_info = images.source_info
     filters = [DALIInterpType(v) for v in range(len(DALIInterpType))]
 
+    # Plans (light Python work, shared between samples of equal geometry) are made here, so the
+    # workers only run the heavy NumPy/OpenCV calls, which release the GIL.
+    taps_cache: dict = {}
+    plans = [plan_resample(s.shape, s.dtype, layout.axes, out_size[i], lo[i], hi[i], filters[int(min_f[i])],
+                           filters[int(mag_f[i])], antialias, taps_cache) for i, s in enumerate(samples)]
+
     def chunk(start: int, stop: int) -> None:
-        taps_cache: dict = {}  # samples of equal geometry share their taps
         for i in range(start, stop):
             try:
-                resample(samples[i], layout.axes, out_size[i], lo[i], hi[i], filters[int(min_f[i])],
-                         filters[int(mag_f[i])], antialias, out[i], taps_cache)
+                execute_plan(samples[i], layout.axes, plans[i], out[i])
             except Exception as e:
                 e.add_note(f"{_describe(op, i, source_info)}, shape {tuple(shapes[i])} -> {tuple(out_shapes[i])}")
                 raise
