@@ -136,6 +136,13 @@ def test_produce_data_needs_a_running_server(pipes):
         server.produce_data(batch)
 
 
+def test_produce_data_rejects_uncollated_samples(pipes):
+    pipes.append(square_pipe())
+    server = DALIServer(pipes[0])
+    with server, pytest.raises(TypeError, match="uncollated sample placeholder"):
+        server.produce_data([server.proxy(1)])
+
+
 # -- collation checks -----------------------------------------------------------------------------------
 
 

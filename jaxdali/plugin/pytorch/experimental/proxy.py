@@ -570,6 +570,7 @@ class DALIServer:
         Raises:
           RuntimeError: "Critical error in pipeline: ..." when the pipeline failed (the original
             exception is the cause), or the server thread is not running.
+          TypeError: ``obj`` holds a sample placeholder that was never collated into a batch.
         """
         fetched: dict[tuple[str, int], _Result] = {}
 
@@ -603,6 +604,10 @@ def _replace_refs(obj: Any, server_id: str, resolve, memo: dict[int, Any]) -> An
     """``obj`` with each ``DALIOutputBatchRef`` of ``server_id`` replaced by ``resolve(ref)``."""
     if isinstance(obj, DALIOutputBatchRef):
         return resolve(obj) if obj.server_id == server_id else obj
+    if isinstance(obj, DALIOutputSampleRef) and obj.server_id == server_id:
+        raise TypeError(
+            f"produce_data got an uncollated sample placeholder {obj!r}: the proxy's outputs must go through "
+            "torch's default_collate (a DataLoader with automatic batching, i.e. batch_size not None)")
     if isinstance(obj, _LEAF_TYPES) or inspect.ismodule(obj) or inspect.isroutine(obj):
         return obj
     key = id(obj)
