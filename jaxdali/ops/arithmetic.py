@@ -1,7 +1,10 @@
 """Constants, elementwise arithmetic on DataNodes, and per-sample indexing/slicing (``node[a:b, i]``).
 
-Type promotion follows DALI: Python ints are int32 and floats float32; mixing integers and floats
-gives the float type; ``/`` of integers gives float32; comparisons give bool.
+Type promotion follows DALI: Python ints are int32 and floats float32 (NumPy scalars keep their
+type); mixing integers and floats gives the float type; ``/`` of integers gives float32; comparisons
+give bool. As in DALI (C++ semantics), ``//`` of integers rounds toward zero and of floats is plain
+division, and ``%`` takes the sign of the dividend. Two booleans may only meet in ``*``, bitwise
+operators and comparisons; bitwise operators and shifts need integers.
 """
 
 from __future__ import annotations
@@ -17,11 +20,19 @@ from jaxdali.pipeline.tensors import TensorListCPU
 __all__ = ["binary", "unary", "subscript", "CONSTANT", "BINARY", "UNARY", "SUBSCRIPT"]
 
 _BINARY_FUNCS = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "fdiv": "true_divide", "div": "floor_divide",
-    "mod": "mod", "pow": "power", "bitand": "bitwise_and", "bitor": "bitwise_or", "bitxor": "bitwise_xor",
+    "add": "add", "sub": "subtract", "mul": "multiply", "fdiv": "true_divide", "div": None, "mod": "fmod",
+    "pow": "power", "bitand": "bitwise_and", "bitor": "bitwise_or", "bitxor": "bitwise_xor",
+    "lshift": "left_shift", "rshift": "right_shift",
     "eq": "equal", "neq": "not_equal", "lt": "less", "leq": "less_equal", "gt": "greater", "geq": "greater_equal",
 }
+_SYMBOLS = {
+    "add": "+", "sub": "-", "mul": "*", "fdiv": "/", "div": "//", "mod": "%", "pow": "**", "bitand": "&",
+    "bitor": "|", "bitxor": "^", "lshift": "<<", "rshift": ">>", "eq": "==", "neq": "!=", "lt": "<",
+    "leq": "<=", "gt": ">", "geq": ">=", "neg": "-", "abs": "abs", "invert": "~",
+}
 _COMPARISONS = {"eq", "neq", "lt", "leq", "gt", "geq"}
+_BITWISE = {"bitand", "bitor", "bitxor", "lshift", "rshift", "invert"}
+_BOOL_ALLOWED = _COMPARISONS | _BITWISE | {"mul"}
 _FLOAT_RANK = {np.dtype(np.float16): 0, np.dtype(np.float32): 1, np.dtype(np.float64): 2}
 
 
@@ -39,6 +50,42 @@ def _promote(op: str, a: np.dtype, b: np.dtype) -> tuple[np.dtype, np.dtype]:
         if compute.kind == "f":  # uint64 with a signed type: NumPy would go to float64
             compute = np.dtype(np.int64)
     return compute, (np.dtype(np.bool_) if op in _COMPARISONS else compute)
+
+
+def _check_types(op: str, dtypes: tuple[np.dtype, ...]) -> None:
+    """DALI's type rules that are errors rather than promotions (checked when the batch arrives)."""
+    symbol = _SYMBOLS[op]
+    if op in _BITWISE and any(d.kind not in "iub" for d in dtypes):
+        raise TypeError(f"inputs to the bitwise operator `{symbol}` must be integers or booleans, got "
+                        f"{' and '.join(str(d) for d in dtypes)}")
+    if op not in _BOOL_ALLOWED and all(d.kind == "b" for d in dtypes):
+        both = "both inputs" if len(dtypes) == 2 else "the input"
+        raise TypeError(f"arithmetic operator `{symbol}` cannot take booleans as {both}; use the bitwise "
+                        "operators `|`, `&`, `^`, `~`, or make one input numeric to promote the booleans "
+                        "(`*` does accept two booleans)")
+
+
+def _numpy_binary(op: str):
+    """The NumPy function computing ``op`` in the computation type."""
+    if op != "div":
+        return getattr(np, _BINARY_FUNCS[op])
+
+    def divide(a, b):
+        if a.dtype.kind == "f":  # DALI's `//` of floats is ordinary division
+            return np.true_divide(a, b)
+        q = np.floor_divide(a, b)  # round toward zero instead of toward -inf
+        return q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+    return divide
+
+
+def _jax_binary(op: str):
+    import jax
+    import jax.numpy as jnp
+
+    if op == "div":
+        return lambda a, b: a / b if jnp.issubdtype(a.dtype, jnp.floating) else jax.lax.div(a, b)
+    return getattr(jnp, _BINARY_FUNCS[op])
 
 
 def _align(x, rank: int, xp):
@@ -74,31 +121,36 @@ class Binary(Operator):
     def __init__(self, node, build):
         super().__init__(node, build)
         self._op = node.args["op"]
-        self._func = _BINARY_FUNCS[self._op]
+        self._func = _numpy_binary(self._op)
 
     def run(self, ctx, inputs, args):
         a, b = inputs
+        _check_types(self._op, (a.np_dtype, b.np_dtype))
         compute, result = _promote(self._op, a.np_dtype, b.np_dtype)
-        func = getattr(np, self._func)
+        func = self._func
         layout = a.layout() if a.ndim >= b.ndim else b.layout()
         da, db = a.dense(), b.dense()
-        if da is not None and db is not None:
-            rank = max(da.ndim, db.ndim) - 1
-            out = func(_align(da, rank, np).astype(compute, copy=False), _align(db, rank, np).astype(compute, copy=False))
-            return TensorListCPU(out.astype(result, copy=False), layout)
-        if len(a) != len(b):
-            raise ValueError(f"fn.{self.node.schema.name}: operands have {len(a)} and {len(b)} samples")
-        samples = [func(x.astype(compute, copy=False), y.astype(compute, copy=False)).astype(result, copy=False)
-                   for x, y in zip(a.samples(), b.samples())]
+        # Like DALI, division by zero gives inf/nan (floats) instead of a warning.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if da is not None and db is not None:
+                rank = max(da.ndim, db.ndim) - 1
+                out = func(_align(da, rank, np).astype(compute, copy=False),
+                           _align(db, rank, np).astype(compute, copy=False))
+                return TensorListCPU(out.astype(result, copy=False), layout)
+            if len(a) != len(b):
+                raise ValueError(f"fn.{self.node.schema.name}: operands have {len(a)} and {len(b)} samples")
+            samples = [func(x.astype(compute, copy=False), y.astype(compute, copy=False)).astype(result, copy=False)
+                       for x, y in zip(a.samples(), b.samples())]
         return TensorListCPU(samples, layout)
 
     def run_jax(self, inputs, args):
         import jax.numpy as jnp
 
         a, b = inputs
+        _check_types(self._op, (np.dtype(a.dtype), np.dtype(b.dtype)))
         compute, result = _promote(self._op, np.dtype(a.dtype), np.dtype(b.dtype))
         rank = max(a.ndim, b.ndim) - 1
-        out = getattr(jnp, self._func)(_align(a, rank, jnp).astype(compute), _align(b, rank, jnp).astype(compute))
+        out = _jax_binary(self._op)(_align(a, rank, jnp).astype(compute), _align(b, rank, jnp).astype(compute))
         return [out.astype(result)]
 
     def output_layouts(self, input_layouts):
@@ -111,22 +163,36 @@ BINARY = register(OpSchema(
     args=(Arg("op", "str", REQUIRED, "The operation.", choices=tuple(_BINARY_FUNCS)),)))
 
 
+_UNARY_FUNCS = {"neg": "negative", "abs": "abs", "invert": "invert"}
+
+
 class Unary(Operator):
+    """Elementwise ``-a``, ``abs(a)`` or ``~a``; the type is kept (unsigned negation wraps around)."""
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        self._op = node.args["op"]
+
     def run(self, ctx, inputs, args):
         (a,) = inputs
+        _check_types(self._op, (a.np_dtype,))
+        func = getattr(np, _UNARY_FUNCS[self._op])
         d = a.dense()
         if d is not None:
-            return TensorListCPU(np.negative(d), a.layout())
-        return TensorListCPU([np.negative(s) for s in a.samples()], a.layout())
+            return TensorListCPU(func(d), a.layout())
+        return TensorListCPU([func(s) for s in a.samples()], a.layout())
 
     def run_jax(self, inputs, args):
-        return [-inputs[0]]
+        import jax.numpy as jnp
+
+        _check_types(self._op, (np.dtype(inputs[0].dtype),))
+        return [getattr(jnp, _UNARY_FUNCS[self._op])(inputs[0])]
 
 
 UNARY = register(OpSchema(
     name="_arithmetic_unary", impl=Unary, devices=("cpu", "gpu"),
-    doc="Elementwise negation (what `-a` creates).",
-    args=(Arg("op", "str", "neg", "The operation.", choices=("neg",)),)))
+    doc="Elementwise negation, absolute value or bitwise not (what `-a`, `abs(a)`, `~a` create).",
+    args=(Arg("op", "str", "neg", "The operation.", choices=tuple(_UNARY_FUNCS)),)))
 
 
 def _operand(value: Any):
@@ -137,10 +203,21 @@ def _operand(value: Any):
         return value
     if isinstance(value, ScalarConstant):
         return constant_node(value.as_array())
+    if isinstance(value, np.generic):  # a NumPy scalar keeps its type, as in DALI
+        return constant_node(np.asarray(value))
     arr = default_constant_array(value)
-    if arr.dtype == object:
-        raise TypeError(f"cannot use {value!r} in pipeline arithmetic")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"cannot use {value!r} in pipeline arithmetic: expected a DataNode, a number, a list or array "
+                        "of numbers, or types.Constant")
     return constant_node(arr)
+
+
+def _require_graph(what: str, node: Any) -> None:
+    from jaxdali.pipeline.graph import current_graph
+
+    if current_graph() is None:
+        raise RuntimeError(f"`{what}` on {node!r} was used outside a pipeline definition. Combine DataNodes "
+                           "inside the function decorated with @pipeline_def, or inside `with pipe:`.")
 
 
 def _place(node, device: str):
@@ -149,8 +226,9 @@ def _place(node, device: str):
 
 def binary(a: Any, b: Any, op: str):
     """``a <op> b`` as a new node; constants are placed next to the node operand."""
-    from jaxdali.pipeline.graph import add_op
+    from jaxdali.pipeline.graph import DataNode, add_op
 
+    _require_graph(_SYMBOLS[op], a if isinstance(a, DataNode) else b)
     na, nb = _operand(a), _operand(b)
     device = "gpu" if "gpu" in (na.device, nb.device) else "cpu"
     return add_op(BINARY, [_place(na, device), _place(nb, device)], {"op": op})[0]
@@ -159,6 +237,7 @@ def binary(a: Any, b: Any, op: str):
 def unary(a: Any, op: str):
     from jaxdali.pipeline.graph import add_op
 
+    _require_graph(_SYMBOLS[op], a)
     return add_op(UNARY, [_operand(a)], {"op": op})[0]
 
 
@@ -243,6 +322,7 @@ def subscript(node, index: Any):
     """``node[index]``: per-sample integer indices and slices; bounds may be DataNodes."""
     from jaxdali.pipeline.graph import DataNode, add_op
 
+    _require_graph("[]", node)
     entries = index if isinstance(index, tuple) else (index,)
     if len(entries) > _MAX_AXES:
         raise IndexError(f"at most {_MAX_AXES} indices are supported, got {len(entries)}")
