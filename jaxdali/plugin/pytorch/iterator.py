@@ -4,7 +4,8 @@ The epoch arithmetic (reader and size modes, FILL/DROP/PARTIAL, resets, checkpoi
 ``jaxdali.plugin.base_iterator``; this module only turns each batch into torch tensors. Host
 outputs become CPU tensors and device outputs (``.gpu()`` data, ``device="gpu"`` operators) become
 tensors on the matching torch device, both through DLPack without copying (pipeline outputs stay
-valid after they are handed out, so sharing them is safe).
+valid after they are handed out, so sharing them is safe). Read-only host buffers, such as the
+bytes of a file, are the exception: they are copied so that writing to a tensor is always safe.
 """
 
 from __future__ import annotations
