@@ -19,6 +19,10 @@ _NOT_DENSE = (
     'Assert on "IsDenseTensor()" failed: The batch must be representable as a tensor - it must have '
     "uniform shape and be allocated in contiguous memory."
 )
+_NOT_DENSE_ARRAY = (
+    'Assert on "tl.IsDenseTensor()" failed: Cannot produce a numpy array: the tensors in the list do not all '
+    "have the same shape. Pad or crop the samples to a common shape, or check is_dense_tensor() beforehand."
+)
 
 
 class TensorCPU:
@@ -49,7 +53,12 @@ class TensorCPU:
 
     @property
     def __array_interface__(self) -> dict:
-        return np.ascontiguousarray(self._array).__array_interface__
+        # The interface is a raw pointer: the memory must stay owned by this object (NumPy keeps the
+        # object alive as the base of the new array), so a non-contiguous view is replaced by a copy
+        # stored here instead of a temporary.
+        if not self._array.flags.c_contiguous:
+            self._array = np.ascontiguousarray(self._array)
+        return self._array.__array_interface__
 
     def __dlpack__(self, *args, **kwargs):
         return np.ascontiguousarray(self._array).__dlpack__(*args, **kwargs)
@@ -206,6 +215,8 @@ class TensorListCPU(_TensorListBase):
 
     def as_array(self) -> np.ndarray:
         """The whole batch as one NumPy array; needs a dense batch."""
+        if self.dense() is None and len(self):
+            raise RuntimeError(_NOT_DENSE_ARRAY)
         return self._dense_or_raise()
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorCPU:
@@ -216,10 +227,18 @@ class TensorListCPU(_TensorListBase):
 
     @property
     def __array_interface__(self) -> dict:
-        return np.ascontiguousarray(self._dense_or_raise()).__array_interface__
+        # Only dense batches have one (AttributeError otherwise, so NumPy falls back to __array__, which
+        # explains). The pointer must refer to memory this object owns: see TensorCPU.__array_interface__.
+        arr = self.dense()
+        if arr is None:
+            raise AttributeError("a batch of samples with different shapes has no __array_interface__")
+        if not arr.flags.c_contiguous:
+            self._dense = arr = np.ascontiguousarray(arr)
+            self._samples = None
+        return arr.__array_interface__
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._dense_or_raise(), dtype=dtype)
+        return np.asarray(self.as_array(), dtype=dtype)
 
 
 class TensorListGPU(_TensorListBase):
