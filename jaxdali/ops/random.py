@@ -75,6 +75,19 @@ class CoinFlip(_RandomOp):
 
 
 class Uniform(_RandomOp):
+    """Uniform in [lo, hi), or one of ``values``.
+
+    For an integer ``dtype`` the bounds are first truncated toward zero and the drawn value is then
+    rounded to the nearest integer, as in DALI: ``range=[0, 3]`` gives 1 and 2 twice as often as
+    0 and 3.
+    """
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        lo_hi = node.args.get("range")
+        if "range" not in node.arg_inputs and lo_hi is not None and len(lo_hi) != 2:
+            raise OpArgumentError(f"fn.random.uniform: argument 'range' must be [lo, hi], got {list(lo_hi)}")
+
     def draw(self, keys, width, inputs, args, n):
         u = rng.uniform(keys, width)
         if args.given("values"):
@@ -85,6 +98,13 @@ class Uniform(_RandomOp):
             vals = np.asarray(args["values"], np.float64)
             return vals[np.floor(u * len(vals)).astype(np.int64)]
         rng_range = args.per_sample("range", np.float64, (2,))
+        bad = np.flatnonzero(rng_range[:, 1] < rng_range[:, 0])
+        if bad.size:
+            lo, hi = rng_range[bad[0]]
+            raise OpArgumentError(f"fn.random.uniform: invalid range [{lo:g}, {hi:g}) for sample {int(bad[0])}: "
+                                  "the end must not be below the start")
+        if np.issubdtype(self._dtype(), np.integer):
+            rng_range = np.trunc(rng_range)
         lo, hi = rng_range[:, :1], rng_range[:, 1:]
         return lo + u * (hi - lo)
 
@@ -97,38 +117,38 @@ class Normal(_RandomOp):
 
 
 class Choice(_RandomOp):
-    """Random elements of ``a`` (an integer n means ``range(n)``), optionally with probabilities ``p``."""
+    """Random elements of ``a`` along its first axis (an integer n means ``range(n)``), optionally
+    with probabilities ``p`` (which must sum to 1). Each output sample has the shape
+    ``shape + a.shape[1:]`` and the type of ``a``."""
 
-    default_dtype = None
     input_is_data = True
 
-    def _dtype(self):
-        return self._out_dtype
-
     def run(self, ctx, inputs, args):
-        a = inputs[0]
-        first = np.asarray(a.at(0)) if len(a) else np.zeros((), np.int32)
-        self._out_dtype = first.dtype if first.ndim else np.dtype(np.int32)
-        return super().run(ctx, inputs, args)
-
-    def draw(self, keys, width, inputs, args, n):
-        u = rng.uniform(keys, width)
-        out = np.empty((n, width), np.float64)
+        n = ctx.batch_size
+        shapes = self._shapes(inputs, args, n)
+        counts = [int(np.prod(s)) for s in shapes]
+        u = rng.uniform(ctx.sample_keys(self.seed), max(counts, default=0))
+        out = []
         for i in range(n):
             a = np.asarray(inputs[0].at(i))
-            elements = np.arange(int(a)) if a.ndim == 0 else a.reshape(-1)
+            elements = np.arange(a.reshape(()), dtype=a.dtype) if a.ndim == 0 else a
             if len(elements) == 0:
-                raise OpArgumentError(f"fn.random.choice: sample {i} has nothing to choose from")
-            if args.given("p"):
-                p = np.asarray(args.sample_value("p", i), np.float64).reshape(-1)
-                if len(p) != len(elements):
-                    raise OpArgumentError(f"fn.random.choice: 'p' has {len(p)} entries for {len(elements)} elements")
-                cdf = np.cumsum(p) / p.sum()
-                idx = np.minimum(np.searchsorted(cdf, u[i], side="right"), len(elements) - 1)
-            else:
-                idx = np.floor(u[i] * len(elements)).astype(np.int64)
-            out[i] = elements[idx]
-        return out
+                raise OpArgumentError(f"fn.random.choice: sample {i} has nothing to choose from (input {a!r})")
+            idx = self._indices(u[i, :counts[i]], len(elements), args, i)
+            out.append(elements[idx].reshape(shapes[i] + elements.shape[1:]))
+        return TensorListCPU(out)
+
+    @staticmethod
+    def _indices(u: np.ndarray, count: int, args, i: int) -> np.ndarray:
+        if not args.given("p"):
+            return np.floor(u * count).astype(np.int64)
+        p = np.asarray(args.sample_value("p", i), np.float64).reshape(-1)
+        if len(p) != count:
+            raise OpArgumentError(f"fn.random.choice: 'p' has {len(p)} entries for {count} elements (sample {i})")
+        if abs(p.sum() - 1.0) >= 1e-4:
+            raise OpArgumentError(f"fn.random.choice: the probabilities 'p' must sum to 1, got {p.sum():g} "
+                                  f"(sample {i})")
+        return np.minimum(np.searchsorted(np.cumsum(p), u, side="right"), count - 1)
 
 
 _DTYPE = Arg("dtype", "dtype", None, "Output type.")
