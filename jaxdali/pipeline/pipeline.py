@@ -265,11 +265,12 @@ class Pipeline:
                                f"but trying to use {api}")
 
     # -- running ----------------------------------------------------------------------------------------
-    def _schedule(self) -> None:
+    def _schedule(self, runs: int | None = None) -> None:
         self.build()
         if self._last_iter:
             return
-        runs = self._depth if self._need_prefetch else 1
+        if runs is None:
+            runs = self._depth if self._need_prefetch else 1
         self._need_prefetch = False
         self._prefetcher.schedule(runs)
 
@@ -289,10 +290,17 @@ class Pipeline:
         self._consumed_state = item.state
         return tuple(item.outputs)
 
-    def schedule_run(self) -> None:
-        """Starts computing the next batch (the first call of an epoch prefetches ``prefetch_queue_depth``)."""
+    def schedule_run(self, *, runs: int | None = None) -> None:
+        """Starts computing the next batch (the first call of an epoch prefetches ``prefetch_queue_depth``).
+
+        Args:
+          runs: (jaxdali only) schedule exactly this many iterations instead, e.g. 1 when each run
+            needs data fed just before it.
+        """
         self._use_api(PipelineAPIType.SCHEDULED)
-        self._schedule()
+        if runs is not None and (isinstance(runs, bool) or int(runs) != runs or runs < 1):
+            raise ValueError(f"schedule_run: runs must be a positive integer, got {runs!r}")
+        self._schedule(runs)
 
     def share_outputs(self) -> tuple:
         """Waits for the next scheduled batch and returns its outputs (one TensorList per output)."""
@@ -459,6 +467,11 @@ class Pipeline:
     @property
     def prefetch_queue_depth(self) -> int | dict:
         return self._prefetch_queue_depth
+
+    @property
+    def queue_depth(self) -> int:
+        """Batches computed ahead: ``prefetch_queue_depth`` when pipelined and async, else 1."""
+        return self._depth
 
     @property
     def enable_checkpointing(self) -> bool:

@@ -455,3 +455,23 @@ def test_64_bit_device_data_narrows_or_fails_loudly():
     assert p(7).run()[0].as_cpu().as_array().tolist() == [[7, 3]]
     with pytest.raises(OverflowError, match="do not fit int32"):
         p(2 ** 40).run()
+
+
+def test_schedule_run_with_explicit_run_count():
+    calls = []
+
+    def source(info):
+        calls.append(info.iteration)
+        return np.array([info.idx_in_epoch], np.int32)
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=3)
+    def p():
+        return fn.external_source(source=source, batch=False)
+
+    pipe = p()
+    assert pipe.queue_depth == 3 and p(exec_pipelined=False).queue_depth == 1
+    pipe.schedule_run(runs=1)
+    assert pipe.share_outputs()[0].as_array().ravel().tolist() == [0]
+    assert calls == [0]
+    with pytest.raises(ValueError, match="runs must be a positive integer"):
+        pipe.schedule_run(runs=0)

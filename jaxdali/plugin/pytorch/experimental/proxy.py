@@ -297,14 +297,6 @@ class _Result:
     error: BaseException | None = None
 
 
-def _prefetch_runs(pipe: Pipeline) -> int:
-    """How many runs the pipeline's first ``schedule_run`` starts (its prefetch depth)."""
-    if not (pipe.exec_pipelined and pipe.exec_async):
-        return 1
-    depth = pipe.prefetch_queue_depth
-    return int(depth["cpu_size"] if isinstance(depth, dict) else depth)
-
-
 class _ServerCore:
     """Everything the server thread uses; holds no reference to the ``DALIServer`` facade."""
 
@@ -313,8 +305,7 @@ class _ServerCore:
         self.channel = channel
         self.name = name
         self.input_names = pipe.external_source_names()
-        self.depth = _prefetch_runs(pipe)
-        self.primed = False  # the first schedule_run of the pipeline has happened
+        self.depth = pipe.queue_depth
         self.cond = threading.Condition()
         self.results: dict[tuple[str, int], _Result] = {}
         self.failure: BaseException | None = None  # the pipeline stopped with this error
@@ -353,7 +344,7 @@ class _ServerCore:
 
     # -- the server thread ----------------------------------------------------------------------
     def _serve(self) -> None:
-        in_flight: collections.deque = collections.deque()  # batch ids in run order; None = filler
+        in_flight: collections.deque = collections.deque()  # batch ids in run order
         stopping = False
         try:
             while True:
@@ -365,7 +356,7 @@ class _ServerCore:
                     if isinstance(message, str) and message == _STOP:
                         stopping = True
                     else:
-                        stopping = self._start_run(message, in_flight)
+                        self._start_run(message, in_flight)
                 if not in_flight:
                     if stopping:
                         return
@@ -375,39 +366,24 @@ class _ServerCore:
             self._fail(e, in_flight)
             raise
 
-    def _start_run(self, request: _BatchRequest, in_flight: collections.deque) -> bool:
-        """Feeds and schedules ``request``; returns True when a stop request was taken meanwhile."""
+    def _start_run(self, request: _BatchRequest, in_flight: collections.deque) -> None:
+        """Feeds ``request`` and schedules one run for it."""
         if self.failure is not None:
             self._publish(request.batch_id, _Result(error=self.failure))
-            return False
-        runs, fillers, stop_seen = [request], 0, False
-        if not self.primed:
-            # The first schedule_run starts `depth` runs, each needing fed data: take the requests
-            # that are already waiting and repeat the last one for the rest (outputs discarded).
-            while len(runs) < self.depth and self.channel.has_message():
-                message = self.channel.get()
-                if isinstance(message, str) and message == _STOP:
-                    stop_seen = True
-                    break
-                runs.append(message)
-            fillers = self.depth - len(runs)
+            return
         try:
-            for run in runs + [runs[-1]] * fillers:
-                self._feed(run)
-            self.pipe.schedule_run()
+            self._feed(request)
+            self.pipe.schedule_run(runs=1)
         except Exception as e:  # noqa: BLE001 - inputs may be half fed: the pipeline cannot go on
-            self._fail(e, [run.batch_id for run in runs])
-            return stop_seen
-        self.primed = True
-        in_flight.extend([run.batch_id for run in runs] + [None] * fillers)
-        return stop_seen
+            self._fail(e, [request.batch_id])
+            return
+        in_flight.append(request.batch_id)
 
     def _fail(self, error: BaseException, batch_ids) -> None:
         """The pipeline cannot run any more: ``batch_ids`` and every later request get ``error``."""
         self.failure = error
         for batch_id in batch_ids:
-            if batch_id is not None:
-                self._publish(batch_id, _Result(error=error))
+            self._publish(batch_id, _Result(error=error))
 
     def _feed(self, request: _BatchRequest) -> None:
         for name in self.input_names:
@@ -427,8 +403,7 @@ class _ServerCore:
             result = _Result(error=e)
         finally:
             self.pipe.release_outputs()
-        if batch_id is not None:
-            self._publish(batch_id, result)
+        self._publish(batch_id, result)
 
     def _publish(self, batch_id: tuple[str, int], result: _Result) -> None:
         with self.cond:
@@ -489,11 +464,8 @@ class DALIServer:
         for index, squared in loader:   # squared is a torch tensor computed by the pipeline
             ...
 
-    .. note::
-       The pipeline's first ``schedule_run`` starts ``prefetch_queue_depth`` runs at once. When fewer
-       batch requests are waiting at that moment, the server repeats the last request to fill the
-       remaining runs and discards their outputs (once per pipeline; in deterministic mode always
-       ``prefetch_queue_depth - 1`` runs), so random operators start that many iterations later.
+    The server feeds each batch request and schedules exactly one run for it, keeping up to
+    ``prefetch_queue_depth`` runs in flight.
     """
 
     def __init__(self, pipeline: Pipeline, deterministic: bool = False):
