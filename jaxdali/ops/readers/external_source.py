@@ -6,11 +6,13 @@ Source kinds (chosen when the pipeline is built):
 * a callable with no parameters: called once per batch (or once per sample with ``batch=False``);
 * a callable with one parameter: gets the iteration index within the epoch, a ``BatchInfo`` with
   ``batch_info=True``, or a ``SampleInfo`` per sample with ``batch=False``;
-* a generator function: called to obtain an iterator at the start of every epoch;
-* an iterable: ``iter()`` at the start of every epoch, ``next()`` per batch (per sample with
-  ``batch=False``).
+* a generator function: called to obtain an iterator;
+* an iterable: ``iter()`` once, then ``next()`` per batch (per sample with ``batch=False``).
 
-``StopIteration`` from the source ends the epoch; ``Pipeline.reset()`` starts the next one.
+``StopIteration`` from the source ends the epoch; ``Pipeline.reset()`` starts the next one. Callables
+start again from iteration 0. An iterable or generator function starts again only with
+``cycle="raise"``; with ``cycle="no"`` (the default) it stays exhausted, as in DALI, and with
+``cycle="quiet"`` it restarts silently, so its epoch never ends.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ def _as_array(x: Any, copy: bool) -> np.ndarray:
         return np.array(x, copy=True) if copy else x
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
         try:
-            return np.array(x, copy=copy) if copy else np.asarray(x)
+            # np.asarray, not np.array(copy=...): older __array__ methods (torch) take no `copy` argument.
+            arr = np.asarray(x)
+            return np.array(arr, copy=True) if copy else arr
         except (TypeError, RuntimeError):
             pass
     if hasattr(x, "__dlpack__"):
@@ -127,6 +131,68 @@ def _call_in_worker(arg: Any) -> Any:
         return _END
 
 
+_worker_iterator: Any = None
+
+
+def _restart_in_worker() -> None:
+    global _worker_iterator
+    source = _worker_callback
+    _worker_iterator = source() if inspect.isgeneratorfunction(source) else iter(source)
+
+
+def _next_in_worker() -> Any:
+    try:
+        return next(_worker_iterator)
+    except StopIteration:
+        return _END
+
+
+class _Workers:
+    """The process pool of a parallel source.
+
+    Results are awaited in short steps, so that ``close()`` from another thread ends a wait: a
+    terminated ``multiprocessing.Pool`` never completes its pending results, and a producer thread
+    blocked on one could not be joined.
+    """
+
+    def __init__(self, pool, name: str):
+        self._pool = pool
+        self._name = name
+        self._closed = threading.Event()
+
+    def apply(self, func: Callable, args: tuple = ()) -> Any:
+        return self._wait(self._pool.apply_async(func, args))
+
+    def map(self, func: Callable, items: list, chunksize: int) -> list:
+        return self._wait(self._pool.map_async(func, items, chunksize))
+
+    def _wait(self, result) -> Any:
+        while not result.ready():
+            if self._closed.is_set():
+                raise RuntimeError(f"{self._name}: the pipeline was closed while waiting for the worker processes")
+            result.wait(0.05)
+        return result.get()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._pool.terminate()
+        self._pool.join()
+
+
+class _WorkerIterator:
+    """An iterable or generator source iterated inside its dedicated worker process."""
+
+    def __init__(self, workers: _Workers):
+        self._workers = workers
+        workers.apply(_restart_in_worker)
+
+    def __next__(self) -> Any:
+        result = self._workers.apply(_next_in_worker)
+        if isinstance(result, str) and result == _END:
+            raise StopIteration
+        return result
+
+
 class ExternalSource(Operator):
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -144,6 +210,10 @@ class ExternalSource(Operator):
         self._cycle = _CYCLE[a["cycle"]]
         if self._cycle != "no" and self._kind not in ("iterable", "genfunc"):
             raise OpArgumentError("fn.external_source: 'cycle' needs an iterable or a generator function source")
+        if self._cycle != "no" and inspect.isgenerator(self._source):
+            raise TypeError(
+                f"fn.external_source: cycle={a['cycle']!r} cannot restart a generator object; pass the generator "
+                f"function itself (source={self._source.__name__}, not source={self._source.__name__}())")
         if self._batch_info and not (self._kind == "callable1" and self._batch):
             raise OpArgumentError("fn.external_source: 'batch_info' applies only to a one-argument callable with "
                                   "batch=True")
@@ -160,9 +230,13 @@ class ExternalSource(Operator):
         self._last_fed: list | None = None
         self._iterator = None
         self._pool = None
-        if self._parallel:
-            self._start_pool(build)
-        self._restart_iterator()
+        try:
+            if self._parallel:
+                self._start_pool(build)
+            self._restart_iterator()
+        except BaseException:
+            self.close()
+            raise
 
     def _per_output(self, key: str, n: int) -> list:
         value = self.args[key]
@@ -175,38 +249,53 @@ class ExternalSource(Operator):
 
     # -- parallel --------------------------------------------------------------------------------------
     def _start_pool(self, build) -> None:
+        """Starts ``py_num_workers`` processes for a callable, or one dedicated process that iterates an
+        iterable or generator source (whose order must be kept)."""
         if build.py_num_workers < 1:
             raise OpArgumentError("fn.external_source: parallel=True needs py_num_workers >= 1 on the Pipeline")
-        if self._kind not in ("callable0", "callable1"):
+        sequential = self._kind in ("iterable", "genfunc")
+        if sequential and not self._batch:
             raise OpArgumentError(
-                "fn.external_source: parallel=True supports callable sources (stateless functions of the "
-                "SampleInfo/BatchInfo/iteration); for an iterable or generator use parallel=False")
+                "fn.external_source: parallel=True with batch=False needs a callable taking a SampleInfo; an "
+                f"{'iterable' if self._kind == 'iterable' else 'generator function'} source needs batch=True")
         ctx = multiprocessing.get_context(build.py_start_method)
-        self._pool = ctx.Pool(build.py_num_workers, initializer=_init_worker, initargs=(self._source,))
+        workers = 1 if sequential else build.py_num_workers
+        try:
+            self._pool = _Workers(ctx.Pool(workers, initializer=_init_worker, initargs=(self._source,)), self.name)
+        except Exception as e:
+            if build.py_start_method != "fork":
+                e.add_note(f"jaxdali: with py_start_method={build.py_start_method!r} the source of {self.name} is "
+                           "pickled into the worker processes: use a module-level function, or "
+                           "py_start_method='fork'")
+            raise
 
     # -- epochs ------------------------------------------------------------------------------------------
     def _restart_iterator(self) -> None:
-        if self._kind == "iterable":
+        if self._pool is not None and self._kind in ("iterable", "genfunc"):
+            self._iterator = _WorkerIterator(self._pool)
+        elif self._kind == "iterable":
             self._iterator = iter(self._source)
         elif self._kind == "genfunc":
             self._iterator = self._source()
 
     def start_epoch(self, epoch: int) -> None:
-        self._restart_iterator()
+        if self._cycle == "raise":
+            self._restart_iterator()
 
     def _next_from_iterator(self) -> Any:
         try:
             return next(self._iterator)
         except StopIteration:
-            if self._cycle == "no":
+            if self._cycle != "quiet":
                 raise
             self._restart_iterator()
-            if self._cycle == "raise":
-                raise
             return next(self._iterator)
 
     # -- feeding -------------------------------------------------------------------------------------------
     def feed(self, data: Any, layout: str | None) -> None:
+        if self._feed is None:
+            raise RuntimeError(f"Cannot use `feed_input` on the external source {self.node.name!r} with a `source` "
+                               "argument specified.")
         batch = self._split_outputs(data, batch_mode=True)
         if layout is not None:
             for b in batch:
@@ -313,6 +402,9 @@ class ExternalSource(Operator):
                 raise ValueError(f"{self.name}: output {i} was declared with ndim={ndim} but the source returned "
                                  f"samples with {out.ndim} dimensions")
             if layout:
+                if out.layout() and out.layout() != layout:
+                    raise ValueError(f"{self.name}: output {i} was declared with layout {layout!r} but the data was "
+                                     f"fed with layout {out.layout()!r}")
                 if n and len(layout) != out.ndim:
                     raise ValueError(f"{self.name}: layout {layout!r} of output {i} does not fit samples with "
                                      f"{out.ndim} dimensions")
@@ -333,8 +425,7 @@ class ExternalSource(Operator):
                 self._feed.closed = True
                 self._feed.cond.notify_all()
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            self._pool.close()
             self._pool = None
 
 
