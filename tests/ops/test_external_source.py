@@ -410,8 +410,10 @@ def batch_of_iteration(info: types.BatchInfo):
     return [np.array([info.iteration, info.epoch_idx, os.getpid()], np.int64)] * 2
 
 
-def parallel_pipe(source, start_method="fork", batch_size=4, depth=1, **kwargs):
-    return make_pipe(batch_size=batch_size, depth=depth, py_num_workers=2, py_start_method=start_method)(
+def parallel_pipe(source, start_method=None, batch_size=4, depth=1, **kwargs):
+    """A pipeline with 2 worker processes, started with the default method ("fork") unless given."""
+    method = {} if start_method is None else {"py_start_method": start_method}
+    return make_pipe(batch_size=batch_size, depth=depth, py_num_workers=2, **method)(
         lambda: fn.external_source(source=source, parallel=True, **kwargs))
 
 

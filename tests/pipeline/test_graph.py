@@ -41,10 +41,6 @@ def source(*samples, layout=""):
     return fn.external_source(source=lambda: [np.asarray(s) for s in samples], layout=layout)
 
 
-def one_value(dtype, value):
-    return fn.external_source(source=lambda: [np.array([value], dtype)])
-
-
 # -- type promotion between two nodes -----------------------------------------------------------------
 
 TYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64", "bool"]
@@ -150,6 +146,7 @@ CONSTANTS = [
 
 @pytest.mark.parametrize("reflected", [False, True], ids=["node_op_const", "const_op_node"])
 def test_constant_operands_promote_like_dali(reflected):
+    # A NumPy scalar on the left is left out: there DALI's result depends on NumPy's own operator.
     rows = [r for r in CONSTANTS if not (reflected and isinstance(r[1], np.generic))]
 
     def graph():
