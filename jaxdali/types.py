@@ -55,6 +55,8 @@ class DALIDataType(enum.IntEnum):
     def __repr__(self) -> str:
         return f"DALIDataType.{self.name}"
 
+    __str__ = __repr__
+
 
 class DALIImageType(enum.IntEnum):
     """Colour spaces of decoded images."""
@@ -67,6 +69,8 @@ class DALIImageType(enum.IntEnum):
 
     def __repr__(self) -> str:
         return f"DALIImageType.{self.name}"
+
+    __str__ = __repr__
 
 
 class DALIInterpType(enum.IntEnum):
@@ -81,6 +85,8 @@ class DALIInterpType(enum.IntEnum):
 
     def __repr__(self) -> str:
         return f"DALIInterpType.{self.name}"
+
+    __str__ = __repr__
 
 
 class PipelineAPIType(enum.Enum):
@@ -159,7 +165,12 @@ class ScalarConstant:
 
     def __init__(self, value: Any, dtype: DALIDataType | None = None):
         if dtype is None:
-            dtype = DALIDataType.INT32 if isinstance(value, (bool, int, np.integer)) else DALIDataType.FLOAT
+            if isinstance(value, (bool, np.bool_)):
+                dtype = DALIDataType.BOOL
+            elif isinstance(value, (int, np.integer)):
+                dtype = DALIDataType.INT32
+            else:
+                dtype = DALIDataType.FLOAT
         self.dtype = DALIDataType(dtype)
         self.value = np.asarray(value, dtype=to_numpy_type(self.dtype))
 
@@ -193,7 +204,7 @@ def Constant(value: Any, dtype: DALIDataType | None = None, shape: Any = None, l
     elif arr.dtype == np.int64:
         arr = arr.astype(np.int32)
     if shape is not None:
-        arr = arr.reshape(shape)
+        arr = np.broadcast_to(arr, shape).copy() if arr.size == 1 else arr.reshape(shape)
     return constant_node(arr, layout=layout or "", device=device or "cpu")
 
 

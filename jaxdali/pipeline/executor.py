@@ -169,9 +169,9 @@ class Prefetcher:
             self._queue = collections.deque(p for p in self._queue if not p.end)
 
     def wait_idle(self) -> None:
-        """Waits until the producer has finished its current batch."""
+        """Waits until the producer has run every scheduled batch (or halted, or was closed)."""
         with self._cond:
-            while self._busy:
+            while self._busy or (self._credits and not self._halted and not self._closed):
                 self._cond.wait()
 
     def discard(self) -> None:

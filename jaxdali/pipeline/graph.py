@@ -126,10 +126,19 @@ class DataNode:
     def __gt__(self, o): return self._binary(o, "gt")
     def __ge__(self, o): return self._binary(o, "geq")
 
-    def __neg__(self):
+    def __lshift__(self, o): return self._binary(o, "lshift")
+    def __rlshift__(self, o): return self._binary(o, "lshift", True)
+    def __rshift__(self, o): return self._binary(o, "rshift")
+    def __rrshift__(self, o): return self._binary(o, "rshift", True)
+
+    def _unary(self, op: str) -> "DataNode":
         from jaxdali.ops import arithmetic
 
-        return arithmetic.unary(self, "neg")
+        return arithmetic.unary(self, op)
+
+    def __neg__(self): return self._unary("neg")
+    def __abs__(self): return self._unary("abs")
+    def __invert__(self): return self._unary("invert")
 
     def __pos__(self):
         return self

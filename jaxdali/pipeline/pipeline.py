@@ -360,9 +360,8 @@ class Pipeline:
         name = data_node.source.name if isinstance(data_node, DataNode) else data_node
         op = self._built_ops.get(name)
         if op is None or not hasattr(op, "feed"):
-            sources = [n for n, o in self._built_ops.items() if hasattr(o, "feed")]
             raise RuntimeError(f"feed_input: the pipeline has no external source named {name!r}; "
-                               f"its external sources are {sources}")
+                               f"its fed external sources are {self.external_source_names()}")
         op.feed(data, layout)
         self._prefetcher.wakeup()
 
@@ -488,9 +487,9 @@ class Pipeline:
         return [o.name for o in self._outputs]
 
     def external_source_names(self) -> list[str]:
-        """Names of the pipeline's external sources, in graph order."""
+        """Names of the external sources that take ``feed_input`` data (no ``source``), in graph order."""
         self.build()
-        return [n for n, o in self._built_ops.items() if hasattr(o, "feed")]
+        return [n for n, o in self._built_ops.items() if getattr(o, "takes_fed_data", False)]
 
     def __repr__(self) -> str:
         return (f"Pipeline(batch_size={self._max_batch_size}, num_threads={self._num_threads}, "

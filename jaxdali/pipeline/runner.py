@@ -113,6 +113,8 @@ class GraphRunner:
             results = result if isinstance(result, (list, tuple)) else [result]
             for out_node, value in zip(node.outputs, results):
                 values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
+        if self._num_sources == len(self._ops):
+            ctx.batch_size = self._uniform_batch_size(values)  # no operator after the sources checked it
         outputs = self._collect_outputs(values, program)
         self.iteration += 1
         self.iteration_in_epoch += 1

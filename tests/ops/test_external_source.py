@@ -167,10 +167,10 @@ def test_named_source_fed_by_node_with_a_layout():
 
     pipe = p()
     pipe.feed_input(holder["x"], np.zeros((2, 2, 3), np.uint8), layout="CD")
-    pipe.feed_input(holder["y"], [np.ones((1, 1), np.uint8)])
+    pipe.feed_input(holder["y"], [np.ones((1, 1), np.uint8)] * 2)
     x, y = pipe.run()
     assert (x.layout(), x.shape()) == ("CD", [(2, 3), (2, 3)])
-    assert (y.layout(), values(y)) == ("AB", [[[1]]])
+    assert (y.layout(), values(y)) == ("AB", [[[1]], [[1]]])
     pipe.feed_input("x", np.zeros((2, 2, 3), np.uint8))
     pipe.feed_input("y", np.zeros((2, 2, 3), np.uint8), layout="CD")
     # DALI 2.4: Expected data with layout: "AB" and got: "CD".
@@ -380,8 +380,6 @@ def test_sources_with_different_batch_sizes_in_one_iteration_fail():
         make_pipe(batch_size=3)(graph).run()
 
 
-@pytest.mark.xfail(strict=True, reason="jaxdali/pipeline/runner.py checks the uniform batch size only when a "
-                                       "non-source operator follows the sources (reported)")
 def test_sources_with_different_batch_sizes_fail_even_as_direct_outputs():
     def graph():
         a = fn.external_source(source=lambda: [np.zeros(1)] * 2)

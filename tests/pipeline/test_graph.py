@@ -209,14 +209,11 @@ def test_constant_arrays_are_nodes_with_dali_default_types():
         (np.uint8, [[0, 1, 2], [3, 4, 5]]), (np.float32, [1.5, 2.0]), (np.float32, [1.5, 2.0]), (np.int32, [1, 2])]
 
 
-@pytest.mark.xfail(strict=True, reason="jaxdali/types.py Constant reshapes a scalar instead of broadcasting it "
-                                       "to `shape` (reported)")
 def test_scalar_constant_with_shape_is_broadcast():
     (out,) = run_graph(lambda: types.Constant(7, shape=[2, 2]))
     assert out[0].tolist() == [[7, 7], [7, 7]] and out[0].dtype == np.int32  # DALI 2.4
 
 
-@pytest.mark.xfail(strict=True, reason="jaxdali/types.py ScalarConstant treats bool as int (reported)")
 def test_boolean_constant_is_bool():
     assert types.Constant(True).dtype == types.BOOL  # DALI 2.4
 
@@ -282,9 +279,6 @@ def test_abs_invert_and_shifts_are_implemented_by_the_arithmetic_operators():
         (np.int32, [12, 0, 400]), (np.int32, [1, 0, 50]), (np.int32, [8, 1, 16])]
 
 
-@pytest.mark.xfail(not hasattr(DataNode, "__abs__"), strict=True,
-                   reason="jaxdali/pipeline/graph.py: DataNode lacks __abs__, __invert__, __lshift__, __rshift__ "
-                          "and their reflected forms (reported); the operators exist in ops/arithmetic.py")
 def test_abs_invert_and_shift_operators_on_nodes():
     outs = [o[0] for o in run_graph(lambda: (lambda n: (abs(-n), ~n, n << 2, n >> 1, 1 << n))(
         source(np.array([3, 0, 4], np.int32))), batch_size=1)]

@@ -292,6 +292,11 @@ class ExternalSource(Operator):
             return next(self._iterator)
 
     # -- feeding -------------------------------------------------------------------------------------------
+    @property
+    def takes_fed_data(self) -> bool:
+        """Whether data arrives through ``feed_input`` (no ``source``)."""
+        return self._feed is not None
+
     def feed(self, data: Any, layout: str | None) -> None:
         if self._feed is None:
             raise RuntimeError(f"Cannot use `feed_input` on the external source {self.node.name!r} with a `source` "
