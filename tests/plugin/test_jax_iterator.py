@@ -334,3 +334,45 @@ def test_is_nonpadding_without_sharding_is_numpy(index_files):
     for _ in it:
         masks.append(it.is_nonpadding.tolist())
     assert masks == [[True, True], [True, True], [True, True], [True, False]]
+
+
+@needs8
+@pytest.mark.filterwarnings("ignore:Please set `reader_name`")
+@pytest.mark.parametrize("mode", ["pmap", "sharding"])
+def test_f4_f5_hand_built_pipelines_on_two_devices(mode):
+    """Pipeline d emits samples filled with idx_in_epoch + 4d, three outputs x, x+.25, x+.5; size 40."""
+
+    @pipeline_def(batch_size=4, num_threads=1)
+    def p(d):
+        x = fn.external_source(source=lambda info: np.full((1, 5), info.idx_in_epoch + 4 * d, np.float32),
+                               batch=False)
+        return x, x + 0.25, x + 0.5
+
+    pipes = [p(d, device_id=d) for d in range(2)]
+    kwargs = {"sharding": NamedSharding(Mesh(jax.devices()[:2], ("batch",)), P("batch"))} if mode == "sharding" else {}
+    it = DALIGenericIterator(pipes, ["x", "y", "z"], size=40, **kwargs)
+    steps = 0
+    for b, batch in enumerate(it):
+        for name, offset in (("x", 0.0), ("y", 0.25), ("z", 0.5)):
+            arr = batch[name]
+            expected = np.concatenate([np.arange(4 * b, 4 * b + 4) + 4 * d for d in range(2)]) + offset
+            if mode == "pmap":
+                assert arr.shape == (2, 4, 1, 5)
+                assert [s.device for s in sorted(arr.addressable_shards, key=lambda s: s.index[0].start)] == \
+                    jax.devices()[:2]
+            else:
+                assert arr.shape == (8, 1, 5)
+            np.testing.assert_array_equal(np.asarray(arr).reshape(8, 5)[:, 0], expected)
+        steps += 1
+    assert steps == 5
+
+
+def test_importing_jaxdali_does_not_import_jax():
+    code = ("import sys, jaxdali, jaxdali.plugin.jax\n"
+            "assert 'jax' not in sys.modules, 'jax imported'\n"
+            "from jaxdali import fn, pipeline_def\n"
+            "@pipeline_def(batch_size=2, num_threads=1, device_id=None)\n"
+            "def p():\n    return fn.random.uniform()\n"
+            "p().run()\n"
+            "assert 'jax' not in sys.modules, 'a CPU-only pipeline imported jax'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
