@@ -11,6 +11,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pytest
 
+# Scripts that tests run as subprocesses; not test modules (nor doctest modules).
+collect_ignore_glob = ["plugin/helpers/*"]
+
 DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 FLOWERS = DATA / "flowers"
 
