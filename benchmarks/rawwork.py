@@ -1,0 +1,188 @@
+"""The raw per-image work of a pipeline, as a yardstick for the loaders' throughput.
+
+All files are read into memory first. Then, on ONE thread, each available decoder (OpenCV, PIL,
+nvImageCodec's CPU backend) decodes every image in full to RGB, and OpenCV crops and resizes
+(INTER_LINEAR, the fastest filter, cropping first so only the crop is resized): train takes a
+random-resized-crop window and resizes it to 224x224; val takes the centre square that becomes the
+224x224 centre crop after a shorter-side resize to 256. Normalising to float32 CHW is timed
+separately. Each step's time is the fastest of ``--passes`` passes over all images.
+
+``sum_images_per_s`` = threads x the one-thread rate of the fastest decoder + crop + resize: the
+machine's practical limit for that work if threads scaled perfectly, with no reading, batching,
+scheduling or hand-over. ``measured_images_per_s`` runs the same work on ``--threads`` threads.
+
+Run by ``run.py`` with jaxdali's interpreter: ``python benchmarks/rawwork.py --pipeline train --data DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import io
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import harness
+import numpy as np
+from harness import normalize_chw as harness_normalize
+
+
+def _decoders() -> dict[str, Callable[[bytes], np.ndarray]]:
+    """The full-image RGB decoders installed here, by name."""
+    found: dict[str, Callable[[bytes], np.ndarray]] = {}
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+        found["opencv"] = lambda data: cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB)
+    except ImportError:
+        pass
+    try:
+        from PIL import Image
+
+        found["pil"] = lambda data: np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    except ImportError:
+        pass
+    try:
+        found["nvimgcodec"] = _nvimgcodec_decoder()
+    except ImportError:
+        pass
+    return found
+
+
+def _nvimgcodec_decoder() -> Callable[[bytes], np.ndarray]:
+    """nvImageCodec's CPU backend, one decoder per thread, one internal thread each."""
+    import nvidia.nvimgcodec as nvi
+
+    local = threading.local()
+    params = nvi.DecodeParams(apply_exif_orientation=False, color_spec=nvi.ColorSpec.SRGB,
+                              sample_format=nvi.SampleFormat.I_RGB)
+
+    def decode(data: bytes) -> np.ndarray:
+        decoder = getattr(local, "decoder", None)
+        if decoder is None:
+            decoder = local.decoder = nvi.Decoder(device_id=nvi.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=1,
+                                                  backends=[nvi.Backend(nvi.BackendKind.CPU_ONLY)])
+        return np.asarray(decoder.decode(data, params=params).cpu())
+
+    return decode
+
+
+def _windows(pipeline: str, shapes: list[tuple[int, int]], seed: int) -> list[tuple[int, int, int, int]]:
+    """The (y, x, h, w) source window of each image."""
+    rng = np.random.default_rng(seed)
+    windows = []
+    for h, w in shapes:
+        if pipeline == "train":
+            windows.append(_random_window(h, w, rng))
+        else:
+            # The centre 224x224 of the image resized to shorter side 256, in source pixels.
+            side = min(h, w) * harness.OUTPUT_SIZE / harness.VAL_RESIZE_SHORTER
+            ch, cw = max(1, round(side)), max(1, round(side))
+            windows.append(((h - ch) // 2, (w - cw) // 2, ch, cw))
+    return windows
+
+
+def _random_window(height: int, width: int, rng) -> tuple[int, int, int, int]:
+    log_lo, log_hi = (math.log(r) for r in harness.RANDOM_ASPECT_RATIO)
+    for _ in range(10):
+        target = height * width * rng.uniform(*harness.RANDOM_AREA)
+        ratio = math.exp(rng.uniform(log_lo, log_hi))
+        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
+    side = min(height, width)
+    return (height - side) // 2, (width - side) // 2, side, side
+
+
+def _best_seconds(work: Callable[[], None], passes: int) -> float:
+    best = math.inf
+    for _ in range(passes):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(pipeline: str, data: str, threads: int, passes: int, seed: int) -> dict:
+    import cv2
+
+    cv2.setNumThreads(1)
+    files = []
+    for path, _ in harness.list_images(data):
+        with open(path, "rb") as f:
+            files.append(f.read())
+    n = len(files)
+    decoders = _decoders()
+    decode_s = {}
+    images = None
+    for name, decode in decoders.items():
+        try:
+            decoded = [decode(b) for b in files]  # also the warm-up pass
+        except Exception as e:  # noqa: BLE001 - a decoder that cannot read these files is left out, and said so
+            decode_s[name] = f"failed: {type(e).__name__}: {e}"
+            continue
+        images = images or decoded
+        decode_s[name] = _best_seconds(lambda decode=decode: [decode(b) for b in files], passes)
+    timed = {k: v for k, v in decode_s.items() if isinstance(v, float)}
+    if not timed:
+        raise RuntimeError(f"no decoder could decode the images in {data!r}: {decode_s}")
+    best = min(timed, key=timed.get)
+    size = harness.OUTPUT_SIZE
+    windows = _windows(pipeline, [img.shape[:2] for img in images], seed)
+
+    def crop_resize(img: np.ndarray, window) -> np.ndarray:
+        y, x, h, w = window
+        return cv2.resize(img[y:y + h, x:x + w], (size, size), interpolation=cv2.INTER_LINEAR)
+
+    crops = [crop_resize(img, win) for img, win in zip(images, windows)]
+    crop_resize_s = _best_seconds(lambda: [crop_resize(img, win) for img, win in zip(images, windows)], passes)
+    normalize_s = _best_seconds(lambda: [harness_normalize(c) for c in crops], passes)
+
+    full = decoders[best]
+
+    def one(i: int) -> None:
+        crop_resize(full(files[i]), windows[i])
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(n)))  # warm-up: per-thread decoders
+        threaded_s = _best_seconds(lambda: list(pool.map(one, range(n))), passes)
+
+    one_thread = n / (timed[best] + crop_resize_s)
+    return {
+        "system": "raw",
+        "mode": f"{best} full decode + OpenCV crop + resize, bytes in memory",
+        "pipeline": pipeline,
+        "images": n,
+        "mean_file_bytes": sum(len(b) for b in files) / n,
+        "mean_megapixels": sum(img.shape[0] * img.shape[1] for img in images) / n / 1e6,
+        "decode_us": {k: (1e6 * v / n if isinstance(v, float) else v) for k, v in decode_s.items()},
+        "best_decoder": best,
+        "crop_resize_us": 1e6 * crop_resize_s / n,
+        "normalize_us": 1e6 * normalize_s / n,
+        "one_thread_images_per_s": one_thread,
+        "threads": threads,
+        "sum_images_per_s": threads * one_thread,
+        "measured_images_per_s": n / threaded_s,
+        "versions": {"opencv": cv2.__version__, "numpy": np.__version__},
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline", choices=harness.PIPELINES, required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    a = parser.parse_args(argv)
+    result = measure(a.pipeline, a.data, a.threads, a.passes, a.seed)
+    harness.emit(result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Turns the runner's result records into a markdown report.
+
+Usage on saved results: ``python benchmarks/report.py benchmarks/results/<run>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Iterable
+
+PIPELINE_TITLES = {
+    "train": "train: file reader with shuffle → random-resized-crop decode → 224×224 → random flip "
+             "→ normalise",
+    "val": "val: decode → shorter side 256 → centre crop 224×224 → normalise",
+}
+# Report order; the first is the reference of the ratio column.
+REFERENCE = "jaxdali"
+ORDER = ("jaxdali", "jaxdali-run", "dali", "dali-run", "grain", "torch")
+
+
+def label(record: dict) -> str:
+    """How a system's row is named, with its version and the way batches were delivered."""
+    v = record.get("versions", {})
+    system = record["system"]
+    if system == "jaxdali":
+        return f"**jaxdali** {v.get('jaxdali', '')} `@data_iterator` → sharded `jax.Array`"
+    if system == "jaxdali-run":
+        return "jaxdali `Pipeline.run()` (host TensorList, reference)"
+    if system in ("dali", "dali-run"):
+        if record.get("mode") == "pipe.run":
+            return f"DALI {v.get('nvidia-dali', '')} CPU, `pipe.run()` (host TensorList)"
+        return f"DALI {v.get('nvidia-dali', '')} CPU, JAX `DALIGenericIterator` → sharded `jax.Array`"
+    if system == "grain":
+        return f"Grain {v.get('grain', '')}, {record['threads']} threads + OpenCV {v.get('opencv', '')} → NumPy"
+    if system == "torch":
+        return (f"PyTorch {v.get('torch', '')} DataLoader, {record['threads']} workers, torchvision "
+                f"{v.get('torchvision', '')} → torch.Tensor")
+    return system
+
+
+def _median_range(values: list[float], fmt: str) -> str:
+    if not values:
+        return "—"
+    med = statistics.median(values)
+    if len(values) == 1:
+        return format(med, fmt)
+    return f"{format(med, fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+
+
+def _group(records: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["pipeline"], r["system"]), []).append(r)
+    return groups
+
+
+def median_rate(records: list[dict]) -> float | None:
+    rates = [r["images_per_s"] for r in records if "error" not in r]
+    return statistics.median(rates) if rates else None
+
+
+def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]:
+    lines = [
+        f"**{PIPELINE_TITLES.get(pipeline, pipeline)}**",
+        "",
+        ("| loader | images/s, median (min–max) | jaxdali ÷ this | CPU % | images per CPU-second "
+         "| time to first batch, s | import, s | PSS, MB |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    reference = median_rate(groups.get((pipeline, REFERENCE), []))
+    systems = [s for s in ORDER if (pipeline, s) in groups]
+    systems += sorted(s for p, s in groups if p == pipeline and s not in ORDER and s != "raw")
+    for system in systems:
+        records = groups[(pipeline, system)]
+        ok = [r for r in records if "error" not in r]
+        if not ok:
+            lines.append(f"| {system} | failed: {records[0]['error'].splitlines()[-1][:100]} | | | | | | |")
+            continue
+        rate = median_rate(ok)
+        ratio = f"{reference / rate:.2f}" if reference else "—"
+        lines.append(
+            f"| {label(ok[0])} | {_median_range([r['images_per_s'] for r in ok], '.0f')} | {ratio} "
+            f"| {statistics.median(r['cpu_percent'] for r in ok):.0f} "
+            f"| {statistics.median(100 * r['images_per_s'] / r['cpu_percent'] for r in ok):.0f} "
+            f"| {_median_range([r['ttfb_s'] for r in ok], '.2f')} "
+            f"| {statistics.median(r['import_s'] for r in ok):.2f} "
+            f"| {_median_range([r['pss_bytes'] / 1e6 for r in ok], '.0f')} |")
+    if raw is not None:
+        ratio = (lambda x: f"{reference / x:.2f}") if reference else (lambda x: "—")
+        t = raw["threads"]
+        lines.append(f"| raw work ({raw['best_decoder']} full decode + crop + resize), {t} × one-thread rate "
+                     f"| {raw['sum_images_per_s']:.0f} | {ratio(raw['sum_images_per_s'])} | {100 * t} "
+                     f"| {raw['one_thread_images_per_s']:.0f} | | | |")
+        lines.append(f"| raw work, same, measured on {t} threads | {raw['measured_images_per_s']:.0f} "
+                     f"| {ratio(raw['measured_images_per_s'])} | | | | | |")
+    return lines
+
+
+def operator_table(groups: dict, pipelines: list[str]) -> list[str]:
+    """jaxdali's per-operator time (``Pipeline.run`` variant), medians over the repetitions."""
+    columns = []
+    for p in pipelines:
+        records = [r for r in groups.get((p, "jaxdali-run"), []) if "op_ms_per_batch" in r]
+        if records:
+            names = list(records[0]["op_ms_per_batch"])
+            columns.append((p, {n: statistics.median(r["op_ms_per_batch"].get(n, 0.0) for r in records)
+                                for n in names}, records))
+    if not columns:
+        return []
+    names: list[str] = []
+    for _, ms, _ in columns:
+        names += [n for n in ms if n not in names]
+    header = "| operator | " + " | ".join(f"{p}: ms/batch | {p}: share" for p, _, _ in columns) + " |"
+    lines = [header, "|---|" + "---:|---:|" * len(columns)]
+    for name in names:
+        cells = []
+        for _, ms, _ in columns:
+            total = sum(ms.values()) or 1.0
+            value = ms.get(name)
+            cells += ["—", "—"] if value is None else [f"{value:.1f}", f"{100 * value / total:.0f}%"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    cells = []
+    for _, ms, records in columns:
+        batch = records[0]["batch_size"]
+        wall = statistics.median(1000.0 * batch / r["images_per_s"] for r in records)
+        cells += [f"{sum(ms.values()):.1f} (wall {wall:.1f})", ""]
+    lines.append("| sum of operators (wall time per batch) | " + " | ".join(cells) + " |")
+    return lines
+
+
+def raw_table(raws: dict[str, dict]) -> list[str]:
+    if not raws:
+        return []
+    decoders: list[str] = []
+    for raw in raws.values():
+        decoders += [d for d in raw["decode_us"] if d not in decoders]
+    lines = ["| µs per image, one thread | " + " | ".join(raws) + " |", "|---|" + "---:|" * len(raws)]
+
+    def cell(value) -> str:
+        return f"{value:.0f}" if isinstance(value, (int, float)) else str(value)
+
+    for d in decoders:
+        lines.append(f"| full decode, {d} | " + " | ".join(cell(r["decode_us"].get(d, "—")) for r in raws.values())
+                     + " |")
+    lines.append("| crop + resize to 224×224 (OpenCV INTER_LINEAR) | "
+                 + " | ".join(cell(r["crop_resize_us"]) for r in raws.values()) + " |")
+    lines.append("| normalise to float32 CHW (NumPy, not in the limit) | "
+                 + " | ".join(cell(r["normalize_us"]) for r in raws.values()) + " |")
+    lines.append("| one-thread images/s (fastest decode + crop + resize) | "
+                 + " | ".join(f"{r['one_thread_images_per_s']:.0f}" for r in raws.values()) + " |")
+    return lines
+
+
+def markdown(meta: dict, records: list[dict]) -> str:
+    """The whole report: settings, one throughput table per pipeline, operator times, raw work."""
+    groups = _group(records)
+    pipelines = [p for p in meta.get("pipelines", ["train", "val"]) if any(k[0] == p for k in groups)]
+    raws = {p: next((r for r in groups.get((p, "raw"), []) if "error" not in r), None) for p in pipelines}
+    raws = {p: r for p, r in raws.items() if r is not None}
+    settings = (
+        f"Measured {meta.get('date', '?')} on commit `{meta.get('commit', '?')}`; {meta.get('machine', '?')}. "
+        f"Data: `{meta.get('data', '?')}` ({meta.get('data_summary', '?')}). Batch {meta.get('batch_size')}, "
+        f"{meta.get('threads')} threads/workers per loader, {meta.get('reps')} repetitions interleaved, "
+        f"{meta.get('warmup')} warm-up + {meta.get('batches')} timed batches per repetition, each in a fresh "
+        f"process. Load average before/after: {meta.get('loadavg_before', '?')} / {meta.get('loadavg_after', '?')}.")
+    lines = [settings, ""]
+    for p in pipelines:
+        lines += throughput_table(p, groups, raws.get(p)) + [""]
+    ops = operator_table(groups, pipelines)
+    if ops:
+        lines += [("jaxdali per-operator time (`Pipeline.run()` repetitions, `executor_statistics()`, median "
+                   "ms per batch; operators run one after another, each spread over the worker threads):"), ""]
+        lines += ops + [""]
+    if raws:
+        passes = meta.get("raw_passes", 3)
+        lines += [f"Raw per-image work (bytes in memory, one thread, fastest of {passes} passes):", ""]
+        lines += raw_table(raws) + [""]
+    for note in meta.get("notes", []):
+        lines.append(f"- {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        raise SystemExit("usage: python benchmarks/report.py RESULTS.json")
+    with open(argv[0]) as f:
+        saved = json.load(f)
+    print(markdown(saved["meta"], saved["records"]), end="")
+
+
+if __name__ == "__main__":
+    main()

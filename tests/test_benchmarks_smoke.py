@@ -1,0 +1,53 @@
+"""Keeps benchmarks/ from rotting: the runner, jaxdali's two systems, the raw work and the report,
+on a 16-photo folder for 2 batches of 8. Asserts that the pieces work, never how fast they are."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+RUNNER = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+
+
+@pytest.fixture
+def small_folder(flowers_root, tmp_path) -> pathlib.Path:
+    """Two classes of eight real photos each, in the ImageNet folder layout."""
+    root = tmp_path / "photos"
+    classes = sorted(d for d in os.listdir(flowers_root) if os.path.isdir(os.path.join(flowers_root, d)))
+    for cls in classes[:2]:
+        (root / cls).mkdir(parents=True)
+        for name in sorted(os.listdir(os.path.join(flowers_root, cls)))[:8]:
+            shutil.copy(os.path.join(flowers_root, cls, name), root / cls / name)
+    return root
+
+
+def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path):
+    out = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), "--data", str(small_folder), "--systems", "jaxdali,jaxdali-run",
+         "--pipelines", "train", "--reps", "1", "--batch-size", "8", "--warmup", "0", "--batches", "2",
+         "--raw-passes", "1", "--out", str(out)],
+        check=False, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    [saved] = out.glob("results-*.json")
+    records = json.loads(saved.read_text())["records"]
+    by_system = {r["system"]: r for r in records}
+    assert set(by_system) == {"raw", "jaxdali", "jaxdali-run"}
+    for name in ("jaxdali", "jaxdali-run"):
+        r = by_system[name]
+        assert r["batch"] == {"shape": [8, 3, 224, 224], "dtype": "float32"}
+        assert r["images_per_s"] > 0 and r["pss_bytes"] > 0 and r["ttfb_s"] > 0
+    assert set(by_system["jaxdali-run"]["op_ms_per_batch"]) >= {"Reader", "decode", "resize", "normalize"}
+    assert by_system["raw"]["images"] == 16
+
+    report = saved.with_suffix(".md").read_text()
+    assert report == done.stdout
+    assert "`@data_iterator` → sharded `jax.Array`" in report
+    assert "| decode |" in report and "raw work" in report
