@@ -49,6 +49,7 @@ import numpy as np
 
 from jaxdali.ops import rng
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
+from jaxdali.ops import resample as fast
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.pipeline.tensors import TensorListCPU
@@ -305,6 +306,11 @@ class ResamplePlan:
 
     taps: dict
     cv2_linear: bool = False
+    #: 2-D frames of up to 4 channels in OpenCV types: ``jaxdali.ops.resample`` runs the passes (the
+    #: taps are then int32 indices and float32 weights).
+    fast: bool = False
+    #: Every filter of the plan has non-negative weights (LINEAR, TRIANGULAR, GAUSSIAN).
+    non_negative: bool = False
 
 
 def plan_resample(shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], out_size: Sequence[int],
@@ -335,6 +341,65 @@ def plan_resample(shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], ou
     return ResamplePlan(taps)
 
 
+def plan_batch(shapes: np.ndarray, dtype: np.dtype, out_dtype: np.dtype, axes: Sequence[int], out_size: np.ndarray,
+               lo: np.ndarray, hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray,
+               antialias: bool) -> list[ResamplePlan]:
+    """``plan_resample`` for every sample of a batch with two adjacent spatial axes, vectorised.
+
+    Decisions (identity axes, filter per axis, the OpenCV path) are made with array operations, and
+    the taps of all samples that share a filter and a tap count are computed together
+    (``resample.batch_axis_taps``); the values are those of ``plan_resample``.
+    """
+    n = len(shapes)
+    axes = list(axes)
+    shapes = np.asarray(shapes, np.int64).reshape(n, -1)
+    in_ext = shapes[:, axes].astype(np.float64)
+    out_size = np.asarray(out_size, np.int64).reshape(n, len(axes))
+    lo = np.asarray(lo, np.float64).reshape(n, len(axes))
+    hi = np.asarray(hi, np.float64).reshape(n, len(axes))
+    channels = np.prod(shapes[:, axes[1] + 1:], axis=1) if shapes.shape[1] > axes[1] + 1 else np.ones(n, np.int64)
+    active = ~((lo == 0) & (hi == in_ext) & (out_size == in_ext))
+    shrinks = np.abs(hi - lo) > out_size
+    filt = np.where(shrinks, np.asarray(min_f, np.int64)[:, None], np.asarray(mag_f, np.int64)[:, None])
+    # cv2.resize(INTER_LINEAR) where every resampled axis is LINEAR (not widened) over the whole image.
+    linear, triangular = int(DALIInterpType.INTERP_LINEAR), int(DALIInterpType.INTERP_TRIANGULAR)
+    axis_ok = (lo == 0) & (hi == in_ext) & (((filt == linear) & ~(antialias & (out_size < in_ext)))
+                                           | ((filt == triangular) & ~(out_size < in_ext)))
+    cv2_linear = (np.dtype(dtype) in _CV2_DTYPES) & (channels <= 4) & active.any(axis=1) & \
+        (axis_ok | ~active).all(axis=1)
+    fast_ok = np.array([fast.frame_supported(dtype, out_dtype, int(c)) for c in channels]) if n else np.zeros(0, bool)
+    nn = int(DALIInterpType.INTERP_NN)
+    taps: list[dict] = [{} for _ in range(n)]
+    uses_nn = np.zeros(n, bool)
+    for ai, a in enumerate(axes):
+        need = active[:, ai] & ~cv2_linear
+        accumulate = a != axes[-1]
+        for f in np.unique(filt[need, ai]):
+            group = np.flatnonzero(need & (filt[:, ai] == f))
+            if f == nn:
+                uses_nn[group] = True
+                for i in group:
+                    taps[i][a] = axis_taps(int(in_ext[i, ai]), int(out_size[i, ai]), float(lo[i, ai]),
+                                           float(hi[i, ai]), DALIInterpType(int(f)), antialias, accumulate)
+                continue
+            spec = _FILTERS[DALIInterpType(int(f))]
+            aa = antialias or spec.always_antialias
+            step = np.abs(hi[group, ai] - lo[group, ai]) / out_size[group, ai]
+            k = np.maximum(1.0, step) if aa else np.ones(len(group))
+            count = np.maximum(1, np.ceil(2 * spec.radius * k)).astype(np.int64)
+            for kk in np.unique(count):
+                sub = group[count == kk]
+                result = fast.batch_axis_taps(spec.kernel, spec.radius, in_ext[sub, ai], out_size[sub, ai],
+                                              lo[sub, ai], hi[sub, ai], np.full(len(sub), aa), accumulate)
+                for i, value in zip(sub, result):
+                    taps[i][a] = value
+    positive = np.isin(filt, [linear, triangular, int(DALIInterpType.INTERP_GAUSSIAN)]) | ~active
+    non_negative = positive.all(axis=1)
+    return [ResamplePlan({} if cv2_linear[i] else taps[i], cv2_linear=bool(cv2_linear[i]),
+                         fast=bool(fast_ok[i] and not uses_nn[i]), non_negative=bool(non_negative[i]))
+            for i in range(n)]
+
+
 def execute_plan(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray) -> None:
     """Resizes ``image`` into ``out`` following ``plan`` (integers are rounded and saturated)."""
     if out.size == 0:
@@ -350,7 +415,11 @@ def execute_plan(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out
         frames = np.ascontiguousarray(image).reshape(f, h, w, c)
         dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
         for src, d in zip(frames, dst):
-            if plan.cv2_linear:
+            if plan.fast and plan.cv2_linear:
+                fast.linear_frame(src, d)
+            elif plan.fast:
+                fast.resample_frame(src, plan.taps.get(axes[0]), plan.taps.get(axes[1]), d, plan.non_negative)
+            elif plan.cv2_linear:
                 _cv2_linear(src, d)
             else:
                 _store(_resample_2d(src, plan.taps.get(axes[0]), plan.taps.get(axes[1])), d)
@@ -560,9 +629,12 @@ def _resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, 
 
     # Plans (light Python work, shared between samples of equal geometry) are made here, so the
     # workers only run the heavy NumPy/OpenCV calls, which release the GIL.
-    taps_cache: dict = {}
-    plans = [plan_resample(s.shape, s.dtype, layout.axes, out_size[i], lo[i], hi[i], filters[int(min_f[i])],
-                           filters[int(mag_f[i])], antialias, taps_cache) for i, s in enumerate(samples)]
+    if _is_2d(layout.axes):
+        plans = plan_batch(shapes, images.np_dtype, dtype, layout.axes, out_size, lo, hi, min_f, mag_f, antialias)
+    else:
+        taps_cache: dict = {}
+        plans = [plan_resample(s.shape, s.dtype, layout.axes, out_size[i], lo[i], hi[i], filters[int(min_f[i])],
+                               filters[int(mag_f[i])], antialias, taps_cache) for i, s in enumerate(samples)]
 
     def chunk(start: int, stop: int) -> None:
         for i in range(start, stop):

@@ -750,3 +750,55 @@ def test_random_resized_crop_errors(kw, message):
     with pytest.raises(ValueError, match="fn.random_resized_crop: ") as e:
         run(lambda x: fn.random_resized_crop(x, **kw), _images())
     assert message in str(e.value)
+
+
+# -- the batched fast path (jaxdali.ops.resample) -----------------------------------------------------------
+
+
+def test_batched_planning_gives_the_per_sample_taps_and_values():
+    """plan_batch + resample_frame (sparse passes, OpenCV rounding) against plan_resample + the NumPy
+    passes: identical taps, values within one level (float32 summation order), for random windows,
+    flips, filters, channel counts and types."""
+    from jaxdali.ops.resize import execute_plan, plan_batch, plan_resample
+
+    r = np.random.RandomState(0)
+    filters = [types.INTERP_LINEAR, types.INTERP_CUBIC, types.INTERP_LANCZOS3, types.INTERP_GAUSSIAN,
+               types.INTERP_TRIANGULAR]
+    for trial in range(120):
+        c = int(r.choice([1, 2, 3, 4]))
+        dtype = np.dtype(r.choice([np.uint8, np.uint16, np.int16, np.float32]))
+        h, w = r.randint(1, 60, 2)
+        img = (r.rand(h, w, c) * 3000 - (1500 if dtype == np.int16 else 0)).clip(0 if dtype.kind == "u" else None)
+        img = (img / 12 if dtype == np.uint8 else img).astype(dtype)
+        oh, ow = r.randint(1, 80, 2)
+        lo = r.uniform(-3, [h, w])
+        hi = r.uniform(lo, np.array([h, w]) + 3)
+        if trial % 3 == 0:
+            lo, hi = np.zeros(2), np.array([h, w], float)
+        if trial % 5 == 0:
+            lo, hi = hi, lo
+        f = filters[trial % len(filters)]
+        antialias = trial % 4 != 1
+        out_dtype = np.dtype(np.float32) if trial % 2 else dtype
+        plan = plan_batch(np.array([img.shape]), dtype, out_dtype, (0, 1), np.array([[oh, ow]]), lo[None], hi[None],
+                          np.array([int(f)]), np.array([int(f)]), antialias)[0]
+        reference = plan_resample(img.shape, dtype, (0, 1), (oh, ow), lo, hi, f, f, antialias)
+        assert plan.cv2_linear == reference.cv2_linear
+        for axis, (index, weights) in reference.taps.items():
+            assert np.array_equal(plan.taps[axis][0], index) and np.array_equal(plan.taps[axis][1], weights)
+        expected, got = np.empty((oh, ow, c), out_dtype), np.empty((oh, ow, c), out_dtype)
+        execute_plan(img, (0, 1), reference, expected)
+        execute_plan(img, (0, 1), plan, got)
+        tol = 1 if out_dtype.kind in "iu" else 1e-4 * max(1.0, float(np.abs(expected).max()))
+        assert np.abs(got.astype(np.float64) - expected).max() <= tol, (trial, dtype, out_dtype, c, f)
+
+
+def test_batch_of_mixed_sizes_and_filters_matches_single_samples():
+    """A batch whose samples need different tap counts (up- and downscaling) gives each sample the
+    result it gets alone: planning is vectorised per (filter, tap count) group, not padded."""
+    imgs = [((np.arange(h * w * 3) * 7) % 251).astype(np.uint8).reshape(h, w, 3)
+            for h, w in [(40, 60), (200, 90), (13, 17), (224, 224), (97, 301)]]
+    batch = run(lambda x: fn.resize(x, resize_x=64, resize_y=48), imgs)[0]
+    for img, got in zip(imgs, batch.samples()):
+        alone = run(lambda x: fn.resize(x, resize_x=64, resize_y=48), [img])[0].at(0)
+        assert np.array_equal(np.asarray(got), np.asarray(alone))
