@@ -61,6 +61,24 @@ def median_rate(records: list[dict]) -> float | None:
     return statistics.median(rates) if rates else None
 
 
+def median_raw(records: list[dict]) -> dict:
+    """The raw-work records of one pipeline, merged: medians of every number, value lists of the
+    limits (for their ranges), the decoder that was fastest most often."""
+    merged = dict(records[0])
+    for key in ("crop_resize_us", "normalize_us", "one_thread_images_per_s", "sum_images_per_s",
+                "measured_images_per_s"):
+        merged[key] = statistics.median(r[key] for r in records)
+        merged[key + "_all"] = [r[key] for r in records]
+    decoders = list(dict.fromkeys(d for r in records for d in r["decode_us"]))
+    merged["decode_us"] = {}
+    for d in decoders:
+        values = [r["decode_us"][d] for r in records if isinstance(r["decode_us"].get(d), (int, float))]
+        merged["decode_us"][d] = statistics.median(values) if values else records[0]["decode_us"].get(d, "—")
+    best = [r["best_decoder"] for r in records]
+    merged["best_decoder"] = max(set(best), key=best.count)
+    return merged
+
+
 def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]:
     lines = [
         f"**{PIPELINE_TITLES.get(pipeline, pipeline)}**",
@@ -91,9 +109,10 @@ def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]
         ratio = (lambda x: f"{reference / x:.2f}") if reference else (lambda x: "—")
         t = raw["threads"]
         lines.append(f"| raw work ({raw['best_decoder']} full decode + crop + resize), {t} × one-thread rate "
-                     f"| {raw['sum_images_per_s']:.0f} | {ratio(raw['sum_images_per_s'])} | {100 * t} "
-                     f"| {raw['one_thread_images_per_s']:.0f} | | | |")
-        lines.append(f"| raw work, same, measured on {t} threads | {raw['measured_images_per_s']:.0f} "
+                     f"| {_median_range(raw['sum_images_per_s_all'], '.0f')} | {ratio(raw['sum_images_per_s'])} "
+                     f"| {100 * t} | {raw['one_thread_images_per_s']:.0f} | | | |")
+        lines.append(f"| raw work, same, measured on {t} threads "
+                     f"| {_median_range(raw['measured_images_per_s_all'], '.0f')} "
                      f"| {ratio(raw['measured_images_per_s'])} | | | | | |")
     return lines
 
@@ -157,8 +176,8 @@ def markdown(meta: dict, records: list[dict]) -> str:
     """The whole report: settings, one throughput table per pipeline, operator times, raw work."""
     groups = _group(records)
     pipelines = [p for p in meta.get("pipelines", ["train", "val"]) if any(k[0] == p for k in groups)]
-    raws = {p: next((r for r in groups.get((p, "raw"), []) if "error" not in r), None) for p in pipelines}
-    raws = {p: r for p, r in raws.items() if r is not None}
+    raws = {p: [r for r in groups.get((p, "raw"), []) if "error" not in r] for p in pipelines}
+    raws = {p: median_raw(r) for p, r in raws.items() if r}
     settings = (
         f"Measured {meta.get('date', '?')} on commit `{meta.get('commit', '?')}`; {meta.get('machine', '?')}. "
         f"Data: `{meta.get('data', '?')}` ({meta.get('data_summary', '?')}). Batch {meta.get('batch_size')}, "
@@ -174,8 +193,9 @@ def markdown(meta: dict, records: list[dict]) -> str:
                    "ms per batch; operators run one after another, each spread over the worker threads):"), ""]
         lines += ops + [""]
     if raws:
-        passes = meta.get("raw_passes", 3)
-        lines += [f"Raw per-image work (bytes in memory, one thread, fastest of {passes} passes):", ""]
+        passes = meta.get("raw_passes", 2)
+        lines += [(f"Raw per-image work (bytes in memory, one thread, fastest of {passes} passes; median over the "
+                   "repetitions):"), ""]
         lines += raw_table(raws) + [""]
     for note in meta.get("notes", []):
         lines.append(f"- {note}")

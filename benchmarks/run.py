@@ -4,8 +4,8 @@
                              [--dali-python PY] [--grain-python PY] [--torch-python PY]
 
 Every repetition of every (pipeline, system) runs in a fresh process, in the order
-``train: A B C D, val: A B C D`` once per repetition, so slow drifts of a shared machine spread over
-all systems. Rivals run under their own interpreters (``--dali-python`` or the environment variable
+``train: raw A B C D, val: raw A B C D`` once per repetition (raw: the raw per-image work, see
+rawwork.py), so slow drifts of a shared machine spread over all systems. Rivals run under their own interpreters (``--dali-python`` or the environment variable
 named in ``--help``; default: this interpreter, if it can import them); a rival that cannot be
 found is skipped with the command that installs it. See benchmarks/README.md.
 """
@@ -84,7 +84,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a child is stopped")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw per-image work measurement")
-    parser.add_argument("--raw-passes", type=int, default=3, help="passes of the raw work; the fastest counts")
+    parser.add_argument("--raw-passes", type=int, default=2,
+                        help="passes of the raw work per repetition; the fastest counts (default: 2)")
     for s in dict.fromkeys(s.interpreter_option for s in SYSTEMS.values() if s.interpreter_option):
         parser.add_argument(f"--{s}-python", default=None,
                             help=f"interpreter for {s} (or ${'JAXDALI_BENCH_' + s.upper() + '_PYTHON'}; "
@@ -265,17 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     progress(f"{meta['machine']}\ncommit {meta['commit']}; data {args.data}: {meta['data_summary']}")
     records: list[dict] = []
-    if not args.no_raw:
-        for pipeline in args.pipelines:
-            command = [sys.executable, str(HERE / "rawwork.py"), "--pipeline", pipeline, "--data", args.data,
-                       "--threads", str(args.threads), "--seed", str(args.seed), "--passes", str(args.raw_passes)]
-            record = run_child(command, None, args.timeout)
-            record.setdefault("system", "raw")
-            record.setdefault("pipeline", pipeline)
-            records.append(record)
-            progress(f"[raw work, {pipeline}] {describe_record(record)}")
     for rep in range(args.reps):
         for pipeline in args.pipelines:
+            if not args.no_raw:
+                command = [sys.executable, str(HERE / "rawwork.py"), "--pipeline", pipeline, "--data", args.data,
+                           "--threads", str(args.threads), "--seed", str(args.seed), "--passes", str(args.raw_passes)]
+                record = run_child(command, None, args.timeout)
+                record["system"], record["pipeline"], record["rep"] = "raw", pipeline, rep
+                records.append(record)
+                progress(f"[rep {rep + 1}/{args.reps} {pipeline:5}] {'raw work':12} {describe_record(record)}")
             for name in systems:
                 system = SYSTEMS[name]
                 record = run_child(child_command(interpreters[name], system, pipeline, args), system, args.timeout)
