@@ -471,6 +471,9 @@ def device_anchors(op: str, args, shape: Sequence[int], layout: str):
 class Crop(LayoutAware, Operator):
     """Cuts a window out of every sample (the same window for all frames of a sequence)."""
 
+    #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
+    device_offload = True
+
     def __init__(self, node, build):
         super().__init__(node, build)
         check_crop_args("crop", node, self.args)
@@ -560,6 +563,9 @@ _FLIP_AXES = (("horizontal", "W"), ("vertical", "H"), ("depthwise", "D"))
 class Flip(LayoutAware, Operator):
     """Reverses the W, H and/or D axes of each sample (every frame of a sequence alike)."""
 
+    #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
+    device_offload = True
+
     def run(self, ctx, inputs, args):
         (x,) = inputs
         layout = image_layout("flip", x.layout(), x.ndim, FLIP_LAYOUTS)
@@ -615,6 +621,9 @@ FLIP = register(OpSchema(
 
 class Transpose(LayoutAware, Operator):
     """Permutes the axes of each sample: output axis k is input axis ``perm[k]``."""
+
+    #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
+    device_offload = True
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -689,6 +698,9 @@ TRANSPOSE = register(OpSchema(
 
 class Reshape(Operator):
     """Gives each sample a new shape (same elements, same order) and/or a new layout."""
+
+    #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
+    device_offload = True
 
     def __init__(self, node, build):
         super().__init__(node, build)

@@ -15,9 +15,10 @@ import dataclasses
 import logging
 import sys
 import threading
+import time
 from typing import Any, Callable
 
-__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced"]
+__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced", "QueueStats"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -51,36 +52,68 @@ class WorkerPool:
             old.shutdown(wait=False)
 
     def parallel_for(self, fn: Callable[[int, int], None], n: int, num_chunks: int) -> None:
-        """Runs ``fn(start, stop)`` over ``num_chunks`` contiguous chunks of ``range(n)`` and waits.
+        """Runs ``fn(start, stop)`` over contiguous chunks of ``range(n)`` on up to ``num_chunks`` threads
+        (the calling thread included) and waits.
 
-        The first exception raised by any chunk is re-raised here with its original traceback.
+        The range is cut into a few chunks per thread (at least two samples each), which the threads
+        take in order as they become free: a thread that drew quick samples takes more, so one slow
+        image does not leave the other threads idle at the barrier. The first exception raised by
+        any chunk is re-raised here with its original traceback; the chunks not started yet are
+        skipped.
         """
-        chunks = min(num_chunks, n, self._size + 1)
-        if chunks <= 1:
+        threads = min(num_chunks, n, self._size + 1)
+        if threads <= 1:
             if n:
                 fn(0, n)
             return
-        bounds = [(i * n // chunks, (i + 1) * n // chunks) for i in range(chunks)]
+        pieces = min(n // 2, threads * _CHUNKS_PER_THREAD) or 1
+        bounds = [(i * n // pieces, (i + 1) * n // pieces) for i in range(pieces)]
+        work = _ChunkQueue(fn, bounds)
         executor = self._executor
-        futures = [executor.submit(fn, lo, hi) for lo, hi in bounds[1:]]
-        error: BaseException | None = None
-        try:
-            fn(*bounds[0])
-        except BaseException as e:  # noqa: BLE001 - re-raised below after the other chunks finish
-            error = e
+        futures = [executor.submit(work.drain) for _ in range(threads - 1)]
+        work.drain()
         for f in futures:
-            try:
-                f.result()
-            except BaseException as e:  # noqa: BLE001
-                error = error or e
-        if error is not None:
-            raise error
+            f.result()
+        if work.error is not None:
+            raise work.error
 
     def shutdown(self) -> None:
         with self._lock:
             executor, self._executor, self._size = self._executor, None, 0
         if executor is not None:
             executor.shutdown(wait=True)
+
+
+#: Chunks per thread in ``parallel_for``: enough to balance samples of different cost, few enough
+#: that the per-chunk overhead (a Python call and a lock) stays negligible.
+_CHUNKS_PER_THREAD = 4
+
+
+class _ChunkQueue:
+    """Chunks of one ``parallel_for`` call, taken in order by the threads that run ``drain``."""
+
+    def __init__(self, fn: Callable[[int, int], None], bounds: list[tuple[int, int]]):
+        self._fn = fn
+        self._bounds = bounds
+        self._next = 0
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def drain(self) -> None:
+        fn, bounds = self._fn, self._bounds
+        while True:
+            with self._lock:
+                k = self._next
+                if k >= len(bounds) or self.error is not None:
+                    return
+                self._next = k + 1
+            try:
+                fn(*bounds[k])
+            except BaseException as e:  # noqa: BLE001 - re-raised by parallel_for after the others stop
+                with self._lock:
+                    if self.error is None:
+                        self.error = e
+                return
 
 
 _POOL = WorkerPool()
@@ -94,6 +127,30 @@ def worker_pool() -> WorkerPool:
 def shutdown_worker_pool() -> None:
     """Stops the pool's threads; the pool restarts on the next use. Safe to call repeatedly."""
     _POOL.shutdown()
+
+
+@dataclasses.dataclass
+class QueueStats:
+    """What the prefetch queue saw since the pipeline was built (see ``Pipeline.queue_statistics``).
+
+    Attributes:
+      gets: batches the consumer asked for.
+      empty_gets: requests that found no finished batch and had to wait.
+      consumer_wait_seconds: total time the consumer waited for a batch (the loader is the
+        bottleneck when this grows with the number of batches).
+      occupancy_sum: finished batches waiting in the queue, summed over the requests
+        (``occupancy_sum / gets`` is the mean occupancy a request found).
+      producer_idle_seconds: time the producer thread had nothing scheduled, i.e. waited for the
+        consumer (the training step is the bottleneck when this grows).
+      queued: finished batches in the queue now.
+    """
+
+    gets: int = 0
+    empty_gets: int = 0
+    consumer_wait_seconds: float = 0.0
+    occupancy_sum: int = 0
+    producer_idle_seconds: float = 0.0
+    queued: int = 0
 
 
 @dataclasses.dataclass
@@ -124,6 +181,7 @@ class Prefetcher:
         self._halted = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._stats = QueueStats()
 
     # -- consumer side --------------------------------------------------------------------------
     def schedule(self, runs: int) -> None:
@@ -145,13 +203,27 @@ class Prefetcher:
     def get(self) -> Produced:
         """Blocks until the next entry is ready and returns it."""
         with self._cond:
-            while not self._queue:
-                self._check_open()
-                if self._credits == 0 and not self._busy:
-                    raise RuntimeError(
-                        "No pipeline run is scheduled: call schedule_run() before share_outputs()/outputs()")
-                self._cond.wait()
+            stats = self._stats
+            stats.gets += 1
+            stats.occupancy_sum += len(self._queue)
+            if not self._queue:
+                stats.empty_gets += 1
+                start = time.perf_counter()
+                try:
+                    while not self._queue:
+                        self._check_open()
+                        if self._credits == 0 and not self._busy:
+                            raise RuntimeError(
+                                "No pipeline run is scheduled: call schedule_run() before share_outputs()/outputs()")
+                        self._cond.wait()
+                finally:
+                    stats.consumer_wait_seconds += time.perf_counter() - start
             return self._queue.popleft()
+
+    def statistics(self) -> "QueueStats":
+        """A copy of the queue statistics since the pipeline was built."""
+        with self._cond:
+            return dataclasses.replace(self._stats, queued=len(self._queue))
 
     def pending(self) -> int:
         """Batches queued, running or scheduled."""
@@ -220,8 +292,11 @@ class Prefetcher:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (self._credits == 0 or self._halted):
-                    self._cond.wait()
+                if not self._closed and (self._credits == 0 or self._halted):
+                    start = time.perf_counter()
+                    while not self._closed and (self._credits == 0 or self._halted):
+                        self._cond.wait()
+                    self._stats.producer_idle_seconds += time.perf_counter() - start
                 if self._closed:
                     return
                 self._credits -= 1

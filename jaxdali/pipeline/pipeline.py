@@ -385,8 +385,47 @@ class Pipeline:
         return meta["epoch_size_padded"]
 
     def executor_statistics(self) -> dict:
-        """Seconds spent in each operator since the pipeline started, by operator name."""
-        return dict(self._runner.op_seconds) if self._runner is not None else {}
+        """Seconds spent in each operator since the pipeline started, by operator name.
+
+        Two more entries make the sum equal the producer's busy time: ``"(device stage)"``, dispatching
+        the fused device program and placing outputs on the device, and ``"(executor)"``, the rest
+        (scheduling, batch assembly, checks).
+        """
+        runner = self._runner
+        if runner is None:
+            return {}
+        stats = dict(runner.op_seconds)
+        stats["(device stage)"] = runner.device_seconds
+        stats["(executor)"] = max(0.0, runner.busy_seconds - sum(stats.values()))
+        return stats
+
+    def queue_statistics(self) -> dict:
+        """How the prefetch queue is used: who waits for whom (see ``jaxdali.pipeline.executor.QueueStats``).
+
+        Returns a dict: ``batches`` (produced), ``producer_busy_s``, ``producer_idle_s`` (waiting for
+        the consumer), ``consumer_requests``, ``consumer_wait_s`` (waiting for data),
+        ``consumer_empty_requests``, ``mean_queue_occupancy`` (finished batches a request found) and
+        ``queued`` (now), plus ``queue_depth``.
+        """
+        if self._runner is None:
+            return {}
+        q = self._prefetcher.statistics()
+        return {"batches": self._runner.batches, "producer_busy_s": self._runner.busy_seconds,
+                "producer_idle_s": q.producer_idle_seconds, "consumer_requests": q.gets,
+                "consumer_wait_s": q.consumer_wait_seconds, "consumer_empty_requests": q.empty_gets,
+                "mean_queue_occupancy": q.occupancy_sum / q.gets if q.gets else 0.0, "queued": q.queued,
+                "queue_depth": self._depth}
+
+    def set_output_device(self, device) -> None:
+        """Device-output mode, set by framework iterators (the JAX iterator does it for pipelines with a
+        ``device_id``): every dense output becomes a ``jax.Array`` on ``device``, placed by the producer
+        thread, and trailing per-pixel host operators with a JAX implementation whose results only
+        feed outputs run in the fused device stage, with identical values (DESIGN "uint8 leaves the
+        host"). Applies to batches computed after the call; ``None`` returns to host outputs.
+        Pipelines driven by ``run()`` keep host outputs unless this is called.
+        """
+        self.build()
+        self._runner.set_output_device(device)
 
     # -- checkpoints ------------------------------------------------------------------------------------
     def checkpoint(self, filename: str | os.PathLike | None = None) -> bytes:
@@ -510,6 +549,10 @@ class IteratorAPI:
 
     def release_outputs(self) -> None:
         """Outputs stay valid; nothing to do."""
+
+    def set_output_device(self, device) -> None:
+        """See ``Pipeline.set_output_device``."""
+        self._pipe.set_output_device(device)
 
     def reset(self) -> None:
         self._pipe.reset()

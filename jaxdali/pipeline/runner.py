@@ -1,4 +1,15 @@
-"""Runs one iteration of a built graph: sources, host operators and the device stage, in order."""
+"""Runs one iteration of a built graph: sources, host operators and the device stage, in order.
+
+Device-output mode (``set_output_device``, chosen by framework iterators through
+``Pipeline.set_output_device``): every dense output is delivered as a ``jax.Array`` on the given
+device, placed by the producer thread, and the trailing per-pixel host operators that have a JAX
+implementation and whose results only feed pipeline outputs (or other such operators) are recorded
+into the fused device stage instead of running on the host (DESIGN "uint8 leaves the host"). Their
+device implementations give the host's values bit for bit (tests/ops/test_device_stage.py), so the
+mode changes where the work runs, never the data. An operator whose inputs are not dense on a given
+batch runs on the host as usual, unless it can make them dense cheaply (``dense_device_inputs``,
+e.g. crop_mirror_normalize cutting its windows out of a ragged batch).
+"""
 
 from __future__ import annotations
 
@@ -41,7 +52,56 @@ class GraphRunner:
         self.epoch = 0
         self.iteration_in_epoch = 0
         self.op_seconds: dict[str, float] = {n.name: 0.0 for n, _ in self._ops}
+        #: Seconds spent dispatching the fused device program and placing outputs on the device.
+        self.device_seconds = 0.0
+        #: Seconds spent in ``run_iteration`` (the producer's busy time) and batches produced.
+        self.busy_seconds = 0.0
+        self.batches = 0
         self.needs_device = any(n.device != "cpu" for n, _ in ops) or any(o.device == "gpu" for o in outputs)
+        # (output device, ids of the host operator nodes moved into the device stage); read once per
+        # iteration, replaced as a whole by set_output_device.
+        self._device_mode: tuple = (None, frozenset())
+
+    # -- device-output mode ---------------------------------------------------------------------------
+    def set_output_device(self, device) -> None:
+        """Delivers outputs on ``device`` and moves trailing per-pixel operators there (None: host outputs).
+
+        Takes effect from the next iteration the producer starts.
+        """
+        if device is None:
+            self._device_mode = (None, frozenset())
+            return
+        self._device = device
+        self._device_mode = (device, self._offloadable())
+
+    @property
+    def offloaded_ops(self) -> list[str]:
+        """Names of the host operators that run in the device stage in device-output mode."""
+        return [n.name for n, _ in self._ops if id(n) in self._device_mode[1]]
+
+    def _offloadable(self) -> frozenset:
+        """Host operators that may run in the device stage: they declare ``device_offload``, have a JAX
+        implementation, and every consumer of their outputs is a pipeline output or such an operator
+        reading it as data (arguments are read on the host, so their producers stay there)."""
+        consumers: dict[int, list] = {}
+        for node, _ in self._ops:
+            for inp in node.inputs:
+                consumers.setdefault(id(inp), []).append((node, True))
+            for inp in node.arg_inputs.values():
+                consumers.setdefault(id(inp), []).append((node, False))
+        outputs = {id(n) for n in self._outputs}
+        chosen: set[int] = set()
+        for node, op in reversed(self._ops):
+            if (node.device != "cpu" or node.schema.is_source or not getattr(op, "device_offload", False)
+                    or op.run_jax is None):
+                continue
+            ok = all(id(out) in outputs or consumers.get(id(out)) for out in node.outputs)
+            for out in node.outputs:
+                for consumer, as_data in consumers.get(id(out), []):
+                    ok = ok and as_data and id(consumer) in chosen
+            if ok:
+                chosen.add(id(node))
+        return frozenset(chosen)
 
     # -- state --------------------------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -80,14 +140,27 @@ class GraphRunner:
     # -- one iteration --------------------------------------------------------------------------------
     def run_iteration(self) -> tuple[list, dict]:
         """Produces one batch; returns (outputs, state after it). Raises StopIteration at end of data."""
+        start = time.perf_counter()
+        try:
+            return self._run_iteration()
+        finally:
+            self.busy_seconds += time.perf_counter() - start
+
+    def _run_iteration(self) -> tuple[list, dict]:
         values: dict[int, Any] = {}
         program: DeviceProgram | None = None
+        output_device, offload = self._device_mode
         ctx = RunContext(iteration=self.iteration, epoch=self.epoch, iteration_in_epoch=self.iteration_in_epoch,
                          batch_size=self._max_batch_size, max_batch_size=self._max_batch_size,
                          parallel_for=self._parallel_for)
         for k, (node, op) in enumerate(self._ops):
             if k == self._num_sources:
                 ctx.batch_size = self._uniform_batch_size(values)
+            if node.device == "cpu" and id(node) in offload:
+                if program is None:
+                    program = DeviceProgram(self.device(), self._program_cache)
+                if self._offload(node, op, values, program, ctx):
+                    continue
             if node.device == "cpu":
                 inputs = [self._host_value(values, n, program) for n in node.inputs]
             elif node.device == "mixed":
@@ -95,7 +168,8 @@ class GraphRunner:
             else:
                 if program is None:
                     program = DeviceProgram(self.device(), self._program_cache)
-                if self._record_on_device(node, op, values, program, ctx.batch_size):
+                if self._record_on_device(node, op, [values[id(n)] for n in node.inputs], values, program,
+                                          ctx.batch_size):
                     continue
                 inputs = [self._host_value(values, n, program) for n in node.inputs]
             arg_inputs = {k2: self._host_value(values, n, program) for k2, n in node.arg_inputs.items()}
@@ -115,9 +189,12 @@ class GraphRunner:
                 values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
         if self._num_sources == len(self._ops):
             ctx.batch_size = self._uniform_batch_size(values)  # no operator after the sources checked it
-        outputs = self._collect_outputs(values, program)
+        start = time.perf_counter()
+        outputs = self._collect_outputs(values, program, output_device)
+        self.device_seconds += time.perf_counter() - start
         self.iteration += 1
         self.iteration_in_epoch += 1
+        self.batches += 1
         return outputs, self.snapshot()
 
     def _parallel_for(self, fn, n: int) -> None:
@@ -135,12 +212,33 @@ class GraphRunner:
             raise RuntimeError(f"Batch size has to be uniform across one iteration; the sources produced {sizes}")
         return distinct.pop() if distinct else self._max_batch_size
 
-    def _record_on_device(self, node: OpNode, op: Operator, values: dict, program: DeviceProgram,
+    def _offload(self, node: OpNode, op: Operator, values: dict, program: DeviceProgram, ctx: RunContext) -> bool:
+        """Records a host operator into the device program (device-output mode); False: run it on the host."""
+        start = time.perf_counter()
+        data = [values[id(n)] for n in node.inputs]
+        if not all(isinstance(v, DeviceValue) or v.is_dense_tensor() for v in data):
+            prepare = getattr(op, "dense_device_inputs", None)
+            if prepare is None or any(isinstance(v, DeviceValue) for v in data):
+                return False
+            arg_inputs = {k2: self._host_value(values, n, program) for k2, n in node.arg_inputs.items()}
+            try:
+                dense = prepare(ctx, data, ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size))
+            except Exception as e:
+                e.add_note(f"jaxdali: raised by {node.display_name} in pipeline {self._name!r}, "
+                           f"iteration {self.iteration}")
+                raise
+            if dense is None:
+                return False
+            data = dense
+        data = [v if isinstance(v, DeviceValue) else DeviceValue(host=v) for v in data]
+        self.op_seconds[node.name] += time.perf_counter() - start  # preparing; recording adds its own time
+        return self._record_on_device(node, op, data, values, program, ctx.batch_size)
+
+    def _record_on_device(self, node: OpNode, op: Operator, data: list, values: dict, program: DeviceProgram,
                           batch_size: int) -> bool:
         """Records ``op`` into the device program if it has a JAX implementation and dense inputs."""
         if op.run_jax is None:
             return False
-        data = [values[id(n)] for n in node.inputs]
         if not all(isinstance(v, DeviceValue) and v.is_dense() for v in data):
             return False
         start = time.perf_counter()
@@ -174,7 +272,7 @@ class GraphRunner:
         v.host = TensorListCPU(np.asarray(array), v.layout)
         return v.host
 
-    def _collect_outputs(self, values: dict, program: DeviceProgram | None) -> list:
+    def _collect_outputs(self, values: dict, program: DeviceProgram | None, output_device) -> list:
         device_values = [values[id(n)] for n in self._outputs if isinstance(values[id(n)], DeviceValue)]
         pending = [v.ref for v in device_values if v.ref is not None and v.array is None]
         results = program.run(pending) if pending else {}
@@ -182,7 +280,10 @@ class GraphRunner:
         for n in self._outputs:
             v = values[id(n)]
             if not isinstance(v, DeviceValue):
-                outputs.append(v)
+                # Device-output mode: dense host outputs are placed here, on the producer thread;
+                # ragged ones stay on the host (framework iterators reject them with DALI's message).
+                dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
+                outputs.append(place_on_device(v, output_device) if dense else v)
             elif v.array is not None or v.ref is not None:
                 outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout))
             else:

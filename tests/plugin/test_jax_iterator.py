@@ -376,3 +376,88 @@ def test_importing_jaxdali_does_not_import_jax():
             "p().run()\n"
             "assert 'jax' not in sys.modules, 'a CPU-only pipeline imported jax'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- device-output mode (DESIGN "uint8 leaves the host") ------------------------------------------------------
+
+FLOWERS = __import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "data" / "flowers"
+needs_flowers = pytest.mark.skipif(not FLOWERS.is_dir(), reason=f"shared photos not found at {FLOWERS}")
+
+
+@pipeline_def(batch_size=8, num_threads=2, seed=3)
+def rn50_pipe(train=True):
+    jpegs, labels = fn.readers.file(file_root=str(FLOWERS), random_shuffle=True, name="Reader")
+    if train:
+        images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB)
+        images = fn.resize(images, resize_x=64, resize_y=64)
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", mean=[124, 116, 104],
+                                          std=[58, 57, 57], mirror=fn.random.coin_flip(), name="cmn")
+    else:
+        images = fn.decoders.image(jpegs, output_type=types.RGB)
+        images = fn.resize(images, resize_shorter=72)
+        images = fn.crop_mirror_normalize(images, crop=(64, 64), dtype=types.FLOAT, output_layout="CHW",
+                                          mean=[124, 116, 104], std=[58, 57, 57], name="cmn")
+    return images, labels
+
+
+@needs_flowers
+@pytest.mark.parametrize("train", [True, False], ids=["train", "val_ragged_crop"])
+def test_iterator_moves_normalisation_to_the_device_with_identical_values(train):
+    """The iterator puts its pipeline in device-output mode: crop_mirror_normalize (whose result only
+    feeds an output) runs in the fused device stage, on uint8 (val: cut out of the ragged resize
+    output on the host), outputs are device arrays, and the values equal those of run() on the host."""
+    host = rn50_pipe(train=train, device_id=0)
+    expected = [host.run() for _ in range(3)]
+    it = DALIGenericIterator(rn50_pipe(train=train, device_id=0), ["images", "labels"], reader_name="Reader")
+    runner = it._pipes[0]._runner
+    assert runner.offloaded_ops == ["cmn"]
+    for images, labels in expected:
+        batch = next(it)
+        assert isinstance(batch["images"], jax.Array)
+        np.testing.assert_array_equal(np.asarray(batch["images"]), images.as_array())
+        np.testing.assert_array_equal(np.asarray(batch["labels"]), labels.as_array())
+    stats = it._pipes[0].executor_statistics()
+    assert stats["(device stage)"] > 0 and "(executor)" in stats
+    host.close()
+
+
+def test_device_output_mode_keeps_argument_producers_and_shared_values_on_the_host():
+    """Only operators whose results feed outputs (or other moved operators) as data move: a random
+    argument stays a host operator, and an operator whose result a host operator also reads stays."""
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=0, seed=5)
+    def p():
+        x = fn.external_source(source=lambda: [np.full((6, 8, 3), i, np.uint8) for i in range(4)], layout="HWC")
+        flipped = fn.flip(x, horizontal=fn.random.coin_flip(), name="flip")
+        shared = fn.cast(x, dtype=types.FLOAT, name="shared")
+        return fn.transpose(flipped, perm=[2, 0, 1], name="transpose"), shared, fn.resize(shared, size=[3, 4])
+
+    pipe = p()
+    pipe.build()
+    pipe.set_output_device(jax.devices()[0])
+    assert sorted(pipe._runner.offloaded_ops) == ["flip", "transpose"]
+    out = pipe.run()
+    assert all(type(o).__name__ == "TensorListGPU" for o in out)
+    reference = p()
+    for got, want in zip(out, reference.run()):
+        np.testing.assert_array_equal(got.as_cpu().as_array(), want.as_array())
+
+
+def test_run_driven_pipelines_keep_host_outputs_and_operators():
+    pipe = files_pipe(["/dev/null"], batch_size=1, device_id=0)
+    pipe.build()
+    assert pipe._runner.offloaded_ops == []
+    assert type(pipe.run()[1]).__name__ == "TensorListCPU"
+
+
+def test_stats_report_waits_and_the_bottleneck(index_files):
+    it = DALIGenericIterator(files_pipe(index_files(16), batch_size=2, device_id=0), ["data", "label"],
+                             reader_name="Reader")
+    for _ in range(5):
+        next(it)
+    stats = it.stats()
+    assert stats["batches"] == 5 and stats["next_s"] > 0
+    assert set(stats) >= {"consumer_wait_s", "mean_queue_occupancy", "producer_idle_s", "bottleneck"}
+    assert stats["bottleneck"] in ("loader", "consumer")
+    queue = it._pipes[0].queue_statistics()
+    assert queue["batches"] >= 5 and queue["consumer_requests"] >= 5 and queue["queue_depth"] == 1

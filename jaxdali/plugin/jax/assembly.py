@@ -28,7 +28,7 @@ from jaxdali.pipeline.device_stage import narrow_for_jax
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["device_array", "host_array", "host_shape", "RowBlocks", "row_blocks", "row_sharding", "assemble_sharded",
-           "stack_pipelines",
+           "stack_pipelines", "shards_are_batches", "direct_global_array",
            "SHAPES_DIFFER_MSG", "DEVICES_PARTLY_SHARED_MSG"]
 
 SHAPES_DIFFER_MSG = "Shards shapes have to be the same."  # E18
@@ -138,6 +138,39 @@ def assemble_sharded(batches: dict, sharding, bs: int):
         piece = narrow_for_jax(np.ascontiguousarray(block[(slice(None),) + rest]), "iterator output")
         shards.append(jax.device_put(piece, device))
     return jax.make_array_from_single_device_arrays(global_shape, sharding, shards)
+
+
+def shards_are_batches(sharding, devices: Sequence[Any], global_shape: tuple[int, ...], bs: int) -> bool:
+    """Whether each addressable device's shard of ``global_shape`` is exactly the whole batch of the
+    pipeline on that device (the usual "split the batch axis over all devices" case), so that the
+    pipelines' device arrays can be put together without moving data (``direct_global_array``)."""
+    layout = row_blocks(sharding, global_shape, bs)
+    have = set(devices)
+    for device in sharding.addressable_devices:
+        if device not in have:
+            return False
+        _, _, owners = layout.block_of(device)
+        rest = tuple(layout.index_of[device][1:])
+        if owners != (device,) or not all(
+                r == slice(None) or r.indices(n) == (0, n, 1) for r, n in zip(rest, global_shape[1:])):
+            return False
+    return True
+
+
+def direct_global_array(batches: Sequence[Any], devices: Sequence[Any], sharding, global_shape: tuple[int, ...]):
+    """The global array from device batches already in place (see ``shards_are_batches``), or None
+    when a batch is not a dense ``jax.Array`` of the expected shape on its device (the caller then
+    takes the general path)."""
+    import jax
+
+    arrays = []
+    shard_shape = (global_shape[0] // len(sharding.device_set),) + tuple(global_shape[1:])
+    for batch, device in zip(batches, devices):
+        arr = batch.jax_array() if isinstance(batch, TensorListGPU) else None
+        if arr is None or arr.shape != shard_shape or arr.devices() != {device}:
+            return None
+        arrays.append(arr)
+    return jax.make_array_from_single_device_arrays(global_shape, sharding, arrays)
 
 
 def host_shape(batch: Any) -> tuple[int, ...]:

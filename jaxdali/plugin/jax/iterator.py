@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -84,12 +85,55 @@ class DALIGenericIterator(_DaliBaseIterator):
         self._sharding = sharding
         self._pmap_compatible = bool(pmap_compatible)
         self._devices: list | None = None
+        self._direct: dict[str, tuple] = {}  # output name -> global shape, where shards are whole batches
+        self._next_seconds = 0.0
+        self._next_calls = 0
+        pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
+        for pipe in pipes if pipelines is not None else []:
+            # Device-output mode: outputs are jax.Arrays on the pipeline's device when next() takes them,
+            # and trailing per-pixel operators run in the fused device stage (same values).
+            device = _pipeline_device(pipe)
+            if device is not None:
+                pipe.set_output_device(device)
         super().__init__(pipelines, size=size, reader_name=reader_name, auto_reset=auto_reset,
                          last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
                          prepare_first_batch=prepare_first_batch)
+        self._queue_start = [p.queue_statistics() for p in self._pipes]
 
     def __next__(self) -> dict:
-        return self._next_batch()
+        start = time.perf_counter()
+        try:
+            return self._next_batch()
+        finally:
+            self._next_seconds += time.perf_counter() - start
+            self._next_calls += 1
+
+    def stats(self) -> dict:
+        """Where the time goes, since the iterator was created.
+
+        Returns a dict: ``batches`` (``next()`` calls), ``next_s`` (total time inside ``next()``),
+        ``consumer_wait_s`` (the part of it spent waiting for the pipelines' data),
+        ``mean_queue_occupancy`` (finished batches a request found waiting, averaged over pipelines),
+        ``producer_idle_s`` (time the pipelines' producers waited for the consumer, summed), and
+        ``bottleneck``: ``"loader"`` when requests usually find no batch ready, else
+        ``"consumer"`` (the training step). Per-pipeline figures: ``Pipeline.queue_statistics()``.
+        """
+        now = [p.queue_statistics() for p in self._pipes]
+        deltas = [{k: n[k] - s.get(k, 0) for k in ("consumer_requests", "consumer_wait_s", "producer_idle_s",
+                                                       "consumer_empty_requests")}
+                  | {"occupancy": n["mean_queue_occupancy"] * n["consumer_requests"]
+                     - s.get("mean_queue_occupancy", 0.0) * s.get("consumer_requests", 0)}
+                  for n, s in zip(now, self._queue_start)]
+        requests = sum(d["consumer_requests"] for d in deltas)
+        empty = sum(d["consumer_empty_requests"] for d in deltas)
+        return {
+            "batches": self._next_calls,
+            "next_s": self._next_seconds,
+            "consumer_wait_s": sum(d["consumer_wait_s"] for d in deltas),
+            "mean_queue_occupancy": sum(d["occupancy"] for d in deltas) / requests if requests else 0.0,
+            "producer_idle_s": sum(d["producer_idle_s"] for d in deltas),
+            "bottleneck": "loader" if requests and empty * 2 > requests else "consumer",
+        }
 
     # -- assembly ----------------------------------------------------------------------------------------
     def _assemble_batch(self, outputs: list[tuple], rows) -> dict:
@@ -103,7 +147,16 @@ class DALIGenericIterator(_DaliBaseIterator):
         sharding = self._shardings.get(name)
         if sharding is not None:
             devices = self._devices_for(sharding, per_pipeline)
-            return assembly.assemble_sharded(dict(zip(devices, per_pipeline)), sharding, self.batch_size)
+            direct = self._direct.get(name)
+            if direct is not None:
+                # Device-output pipelines: the batches are the shards, already on their devices.
+                result = assembly.direct_global_array(per_pipeline, devices, sharding, direct)
+                if result is not None:
+                    return result
+            result = assembly.assemble_sharded(dict(zip(devices, per_pipeline)), sharding, self.batch_size)
+            if assembly.shards_are_batches(sharding, devices, result.shape, self.batch_size):
+                self._direct[name] = result.shape
+            return result
         devices = self._devices_for(None, per_pipeline)
         if len(per_pipeline) > 1 or self._pmap_compatible:
             shapes = {assembly.host_shape(b) for b in per_pipeline}
