@@ -99,11 +99,18 @@ class _Scratch(threading.local):
 
     def get(self, name: str, shape: tuple, dtype=np.float32) -> np.ndarray:
         size = math.prod(shape)
+        if size > _SCRATCH_LIMIT:  # a rare large image: a temporary, not kept for the thread's lifetime
+            return np.empty(shape, dtype)
         buf = self.buffers.get((name, dtype))
         if buf is None or buf.size < size:
             buf = np.empty(max(size, 1 << 15), dtype)
             self.buffers[(name, dtype)] = buf
         return buf[:size].reshape(shape)
+
+
+#: Largest scratch buffer (elements) kept per thread and name: 1.5 M elements, e.g. a 500 x 1000 RGB
+#: frame (6 MB of float32).
+_SCRATCH_LIMIT = 1 << 20 | 1 << 19
 
 
 _SCRATCH = _Scratch()

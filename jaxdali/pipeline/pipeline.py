@@ -416,16 +416,17 @@ class Pipeline:
                 "mean_queue_occupancy": q.occupancy_sum / q.gets if q.gets else 0.0, "queued": q.queued,
                 "queue_depth": self._depth}
 
-    def set_output_device(self, device) -> None:
+    def set_output_device(self, device, finish=None) -> None:
         """Device-output mode, set by framework iterators (the JAX iterator does it for pipelines with a
         ``device_id``): every dense output becomes a ``jax.Array`` on ``device``, placed by the producer
         thread, and trailing per-pixel host operators with a JAX implementation whose results only
         feed outputs run in the fused device stage, with identical values (DESIGN "uint8 leaves the
-        host"). Applies to batches computed after the call; ``None`` returns to host outputs.
-        Pipelines driven by ``run()`` keep host outputs unless this is called.
+        host"). ``finish(outputs)``, if given, runs on the producer thread after placement. Applies
+        to batches computed after the call; ``None`` returns to host outputs. Pipelines driven by
+        ``run()`` keep host outputs unless this is called.
         """
         self.build()
-        self._runner.set_output_device(device)
+        self._runner.set_output_device(device, finish)
 
     # -- checkpoints ------------------------------------------------------------------------------------
     def checkpoint(self, filename: str | os.PathLike | None = None) -> bytes:
@@ -550,9 +551,9 @@ class IteratorAPI:
     def release_outputs(self) -> None:
         """Outputs stay valid; nothing to do."""
 
-    def set_output_device(self, device) -> None:
+    def set_output_device(self, device, finish=None) -> None:
         """See ``Pipeline.set_output_device``."""
-        self._pipe.set_output_device(device)
+        self._pipe.set_output_device(device, finish)
 
     def reset(self) -> None:
         self._pipe.reset()

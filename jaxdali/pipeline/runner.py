@@ -60,19 +60,35 @@ class GraphRunner:
         self.needs_device = any(n.device != "cpu" for n, _ in ops) or any(o.device == "gpu" for o in outputs)
         # (output device, ids of the host operator nodes moved into the device stage); read once per
         # iteration, replaced as a whole by set_output_device.
-        self._device_mode: tuple = (None, frozenset())
+        self._device_mode: tuple = (None, frozenset(), None)
+        # Values no later operator reads (and that are no output) are dropped before operator k runs,
+        # so a batch's intermediates (decoded images, ...) do not all live until the batch is done.
+        last_use: dict[int, int] = {}
+        for k, (node, _) in enumerate(self._ops):
+            for out in node.outputs:
+                last_use.setdefault(id(out), k)
+            for inp in list(node.inputs) + list(node.arg_inputs.values()):
+                last_use[id(inp)] = k
+        keep = {id(n) for n in self._outputs}
+        self._release_before: list[list[int]] = [[] for _ in range(len(self._ops) + 2)]
+        for key, k in last_use.items():
+            if key not in keep:
+                # Source outputs stay until the batch-size check before the first operator.
+                self._release_before[max(k + 1, self._num_sources + 1)].append(key)
 
     # -- device-output mode ---------------------------------------------------------------------------
-    def set_output_device(self, device) -> None:
+    def set_output_device(self, device, finish=None) -> None:
         """Delivers outputs on ``device`` and moves trailing per-pixel operators there (None: host outputs).
 
-        Takes effect from the next iteration the producer starts.
+        ``finish(outputs)``, when given, is called by the producer thread on every batch's outputs
+        list once they are placed (the JAX iterator uses it to build global arrays ahead of
+        ``next()``). Takes effect from the next iteration the producer starts.
         """
         if device is None:
-            self._device_mode = (None, frozenset())
+            self._device_mode = (None, frozenset(), None)
             return
         self._device = device
-        self._device_mode = (device, self._offloadable())
+        self._device_mode = (device, self._offloadable(), finish)
 
     @property
     def offloaded_ops(self) -> list[str]:
@@ -149,13 +165,15 @@ class GraphRunner:
     def _run_iteration(self) -> tuple[list, dict]:
         values: dict[int, Any] = {}
         program: DeviceProgram | None = None
-        output_device, offload = self._device_mode
+        output_device, offload, finish = self._device_mode
         ctx = RunContext(iteration=self.iteration, epoch=self.epoch, iteration_in_epoch=self.iteration_in_epoch,
                          batch_size=self._max_batch_size, max_batch_size=self._max_batch_size,
                          parallel_for=self._parallel_for)
         for k, (node, op) in enumerate(self._ops):
             if k == self._num_sources:
                 ctx.batch_size = self._uniform_batch_size(values)
+            for key in self._release_before[k]:
+                values.pop(key, None)
             if node.device == "cpu" and id(node) in offload:
                 if program is None:
                     program = DeviceProgram(self.device(), self._program_cache)
@@ -191,6 +209,8 @@ class GraphRunner:
             ctx.batch_size = self._uniform_batch_size(values)  # no operator after the sources checked it
         start = time.perf_counter()
         outputs = self._collect_outputs(values, program, output_device)
+        if finish is not None:
+            finish(outputs)
         self.device_seconds += time.perf_counter() - start
         self.iteration += 1
         self.iteration_in_epoch += 1

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from jaxdali.pipeline.tensors import TensorListGPU
 from jaxdali.plugin.jax import assembly
 
 __all__ = ["DALIGenericIterator", "default_num_threads_value"]
@@ -94,7 +95,9 @@ class DALIGenericIterator(_DaliBaseIterator):
             # and trailing per-pixel operators run in the fused device stage (same values).
             device = _pipeline_device(pipe)
             if device is not None:
-                pipe.set_output_device(device)
+                single = len(pipes) == 1 and self._shardings and all(
+                    set(sh.device_set) == {device} for sh in self._shardings.values())
+                pipe.set_output_device(device, _global_arrays(output_map, self._shardings) if single else None)
         super().__init__(pipelines, size=size, reader_name=reader_name, auto_reset=auto_reset,
                          last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
                          prepare_first_batch=prepare_first_batch)
@@ -147,6 +150,10 @@ class DALIGenericIterator(_DaliBaseIterator):
         sharding = self._shardings.get(name)
         if sharding is not None:
             devices = self._devices_for(sharding, per_pipeline)
+            if len(per_pipeline) == 1:
+                made = getattr(per_pipeline[0], "global_array", None)  # see _global_arrays
+                if made is not None and made[0] is sharding:
+                    return made[1]
             direct = self._direct.get(name)
             if direct is not None:
                 # Device-output pipelines: the batches are the shards, already on their devices.
@@ -202,6 +209,25 @@ class DALIGenericIterator(_DaliBaseIterator):
         devices = self._devices_for(sharding, [mask[:bs]] * len(self._pipes))
         shape = (len(sharding.device_set) * bs,)
         return assembly.assemble_sharded(dict(zip(devices, pieces)), assembly.row_sharding(sharding, shape, bs), bs)
+
+
+def _global_arrays(output_map: list[str], shardings: dict):
+    """A producer-side finisher for one pipeline whose device is the only device of every sharding:
+    it makes each output's global ``jax.Array`` on the producer thread and leaves it on the batch as
+    ``global_array = (sharding, array)``, so ``next()`` returns it without assembling anything."""
+
+    def finish(outputs: list) -> None:
+        import jax
+
+        for name, out in zip(output_map, outputs):
+            sharding = shardings.get(name)
+            if sharding is None or not isinstance(out, TensorListGPU) or not out.is_dense_tensor():
+                continue
+            arr = out.jax_array()
+            if len(arr.devices()) == 1:
+                out.global_array = (sharding, jax.make_array_from_single_device_arrays(arr.shape, sharding, [arr]))
+
+    return finish
 
 
 def _check_sharding(sharding, output_map: list[str]) -> dict:
