@@ -118,36 +118,45 @@ class CropMirrorNormalize(LayoutAware, Operator):
     def device_output_layout(self, layout: str) -> str:
         return self.args["output_layout"]
 
+    def input_windows(self, shapes, layout: str, args):
+        """The window of each input sample that this operator reads, when it can take just the windows
+        instead of the samples: every window lies inside its sample and all have one shape. Given
+        only its window, a sample's crop then sits at anchor 0 with the same size, so the results are
+        the same. None otherwise (including every case where the run would raise)."""
+        n = len(shapes)
+        if n == 0:
+            return None
+        try:
+            in_layout, _, _ = self._layouts(layout, len(shapes[0]))
+            pos = crop_positions(self.op, args, n)
+            policy = args["out_of_bounds_policy"]
+            windows = []
+            for i, shape in enumerate(shapes):
+                anchor, wshape = crop_window(shape, in_layout, requested_crop(self.op, args, i), pos[i],
+                                             args["rounding"], policy)
+                if window_slices(anchor, wshape, shape)[2]:
+                    return None
+                windows.append((anchor, wshape))
+        except (ValueError, KeyError, TypeError):  # WindowOutOfBounds included: the host run reports it
+            return None
+        if len({w[1] for w in windows}) != 1:
+            return None
+        return windows
+
     def dense_device_inputs(self, ctx, inputs, args):
         """A dense stand-in for a ragged input, for the device stage (device-output mode).
 
-        When every sample's crop window lies inside it and all windows have one shape, each window
-        is copied out on the host (the input's type, usually uint8) into one dense batch. The device
-        implementation then finds windows that fill their samples (anchor 0) and computes the values
-        the host would. Returns None otherwise (the operator runs on the host).
+        The windows of ``input_windows`` are copied out on the host (the input's type, usually uint8)
+        into one dense batch, which the device implementation turns into the host's values. Returns
+        None when ``input_windows`` does (the operator then runs on the host).
         """
         (x,) = inputs
+        windows = self.input_windows(x.shape(), x.layout(), args)
+        if windows is None:
+            return None
         n = len(x)
-        if n == 0:
-            return None
-        in_layout, _, _ = self._layouts(x.layout(), x.ndim)
-        pos = crop_positions(self.op, args, n)
-        policy = args["out_of_bounds_policy"]
-        windows = []
-        for i, shape in enumerate(x.shape()):
-            try:
-                anchor, wshape = crop_window(shape, in_layout, requested_crop(self.op, args, i), pos[i],
-                                             args["rounding"], policy)
-            except WindowOutOfBounds:
-                return None  # the host run raises the error with the sample's name
-            if window_slices(anchor, wshape, shape)[2]:
-                return None
-            windows.append((anchor, wshape))
-        shapes = {w[1] for w in windows}
-        if len(shapes) != 1:
-            return None
         samples = x.samples()
-        dense = np.empty((n,) + shapes.pop(), x.np_dtype)
+        dense = np.empty((n,) + windows[0][1], x.np_dtype)
 
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):

@@ -155,27 +155,27 @@ def _finish(result: np.ndarray, out: np.ndarray, non_negative: bool = False) -> 
         cv2.add(result, 0.0, dst=out, dtype=_CV2_DEPTH[out.dtype])
 
 
-def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, non_negative_weights: bool = False) -> None:
+def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, non_negative_weights: bool = False,
+                   order: bool | None = None) -> None:
     """Resizes one (H, W, C) frame into ``out`` (H', W', C) with separable taps.
 
     ``taps_h``/``taps_w`` are ``(index, weights)`` pairs as from ``batch_axis_taps`` (int32, float32),
     or None for an axis that keeps its extent and window. ``out`` must be C-contiguous; its type is
     one of those in ``frame_supported``. ``non_negative_weights``: every weight is >= 0 (LINEAR,
-    TRIANGULAR, GAUSSIAN), which allows a faster final conversion for unsigned inputs.
+    TRIANGULAR, GAUSSIAN), which allows a faster final conversion for unsigned inputs. ``order``: run
+    the H pass first (True) or the W pass first (False); None: ``rows_first`` of these shapes (a
+    window of a larger output passes the full output's order, so its values are the full output's).
     """
     h, w, c = src.shape
     non_negative = non_negative_weights and src.dtype.kind == "u"
+    if order is None:
+        order = rows_first(src.shape, out.shape, taps_h, taps_w)
     oh, ow = out.shape[:2]
     scratch = _SCRATCH
     if taps_h is None and taps_w is None:
         _finish(np.ascontiguousarray(src, np.float32), out)
         return
-    # Passes run along the leading axis; the second one on the transposed intermediate. Order them by
-    # multiply-adds plus the float32 transpose of the intermediate.
-    kh = taps_h[0].shape[1] if taps_h is not None else 0
-    kw = taps_w[0].shape[1] if taps_w is not None else 0
-    rows_first = (oh * kh * w + ow * kw * oh + oh * w) <= (ow * kw * h + oh * kh * ow + ow * h)
-    if rows_first:
+    if order:
         x = scratch.get("x", (h, w * c))
         np.copyto(x.reshape(h, w, c), src, casting="unsafe")
         if taps_h is not None:
@@ -209,6 +209,16 @@ def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, non_negativ
     r = scratch.get("r", (oh, ow * c))
     _sparse_pass(*taps_h, vt.reshape(h, ow * c), r)
     _finish(r.reshape(oh, ow, c), out, non_negative)
+
+
+def rows_first(src_shape, out_shape, taps_h, taps_w) -> bool:
+    """The pass order of ``resample_frame``: passes run along the leading axis, the second one on the
+    transposed intermediate; ordered by multiply-adds plus the float32 transpose of the intermediate."""
+    h, w = src_shape[:2]
+    oh, ow = out_shape[:2]
+    kh = taps_h[0].shape[1] if taps_h is not None else 0
+    kw = taps_w[0].shape[1] if taps_w is not None else 0
+    return (oh * kh * w + ow * kw * oh + oh * w) <= (ow * kw * h + oh * kh * ow + ow * h)
 
 
 def _transpose(src: np.ndarray, dst: np.ndarray) -> None:

@@ -617,13 +617,18 @@ def _describe(op: str, i: int, source_info) -> str:
 
 def _resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, out_size: np.ndarray,
                     lo: np.ndarray, hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray, antialias: bool,
-                    dtype: np.dtype) -> TensorListCPU:
-    """Resamples every sample on the worker pool, into one dense array where the shapes agree."""
+                    dtype: np.dtype, windows: Sequence | None = None) -> TensorListCPU:
+    """Resamples every sample on the worker pool, into one dense array where the shapes agree.
+
+    ``windows``: per sample ``(anchor, shape)`` over all axes of the output sample: only that part of
+    the output is computed and returned (see ``Resize.run_windowed``).
+    """
     samples = images.samples()
     shapes = np.array([s.shape for s in samples], np.int64).reshape(len(samples), -1)
     out_shapes = shapes.copy()
     out_shapes[:, list(layout.axes)] = out_size
-    out = allocate_batch(out_shapes, dtype)
+    kept = out_shapes if windows is None else np.array([w[1] for w in windows], np.int64).reshape(len(samples), -1)
+    out = allocate_batch(kept, dtype)
     source_info = images.source_info
     filters = [DALIInterpType(v) for v in range(len(DALIInterpType))]
 
@@ -639,13 +644,45 @@ def _resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, 
     def chunk(start: int, stop: int) -> None:
         for i in range(start, stop):
             try:
-                execute_plan(samples[i], layout.axes, plans[i], out[i])
+                if windows is None:
+                    execute_plan(samples[i], layout.axes, plans[i], out[i])
+                else:
+                    _execute_window(samples[i], layout.axes, plans[i], out[i], windows[i], out_shapes[i])
             except Exception as e:
                 e.add_note(f"{_describe(op, i, source_info)}, shape {tuple(shapes[i])} -> {tuple(out_shapes[i])}")
                 raise
 
     ctx.parallel_for(chunk, len(samples))
     return TensorListCPU(out, layout.layout)
+
+
+def _execute_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,
+                    full_shape: Sequence[int]) -> None:
+    """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``, with the values of the full
+    resize: on the fast path only the window's rows and columns are computed (the same taps, the
+    same pass order); otherwise the full result is computed and cut."""
+    anchor, shape = window
+    axes = list(axes)
+    spatial = set(axes)
+    whole_other = all(a == 0 and n == e for k, (a, n, e) in enumerate(zip(anchor, shape, full_shape))
+                      if k not in spatial)
+    if plan.fast and not plan.cv2_linear and _is_2d(axes) and image.ndim == 3 and axes == [0, 1] and whole_other:
+        src = image
+        taps = []
+        for k, a in enumerate(axes):
+            t = plan.taps.get(a)
+            lo, n = int(anchor[a]), int(shape[a])
+            if t is None:  # the axis keeps its extent: the window's rows are the input's
+                src = src[(slice(None),) * k + (slice(lo, lo + n),)]
+                taps.append(None)
+            else:
+                taps.append((np.ascontiguousarray(t[0][lo:lo + n]), np.ascontiguousarray(t[1][lo:lo + n])))
+        rows_first = fast.rows_first(image.shape, full_shape, plan.taps.get(axes[0]), plan.taps.get(axes[1]))
+        fast.resample_frame(src, taps[0], taps[1], out, plan.non_negative, rows_first)
+        return
+    full = np.empty(tuple(int(v) for v in full_shape), out.dtype)
+    execute_plan(image, axes, plan, full)
+    np.copyto(out, full[tuple(slice(int(a), int(a) + int(n)) for a, n in zip(anchor, shape))])
 
 
 # -- fn.resize ---------------------------------------------------------------------------------------------
@@ -694,11 +731,10 @@ class Resize(Operator):
             return _vector_arg("resize", args, "size", n, d)
         return np.repeat(args.per_sample(self.method, np.float64)[:, None], d, axis=1)
 
-    def run(self, ctx, inputs, args):
+    def _geometry(self, inputs, args):
+        """(images, layout, out_size, lo, hi, dtype, in_size) of this batch (DALI's size arithmetic)."""
         images = inputs[0]
         n = len(images)
-        if n == 0:
-            return [images, TensorListCPU([])] if self.args.get("save_attrs") else images
         layout = SpatialLayout.parse("resize", images.layout(), images.ndim)
         d = len(layout.axes)
         dtype = _output_dtype("resize", images.np_dtype, self.args.get("dtype"))
@@ -716,9 +752,32 @@ class Resize(Operator):
                 roi_start, roi_end = roi_start * in_size, roi_end * in_size
         out_size, lo, hi = resize_geometry(in_size, requested, self.mode, max_size, roi_start, roi_end,
                                            bool(self.args["subpixel_scale"]))
+        return images, layout, out_size, lo, hi, dtype, in_size
+
+    def run(self, ctx, inputs, args):
+        return self.run_windowed(ctx, inputs, args, None)
+
+    # -- output windows (see GraphRunner: a consumer that reads one window of each sample) --
+    def output_shapes(self, inputs, args):
+        """(per-sample output shapes, layout) of this batch, or None when it has a second output."""
+        if self.args.get("save_attrs") or not len(inputs[0]):
+            return None
+        images, layout, out_size, _, _, _, _ = self._geometry(inputs, args)
+        shapes = np.array(images.shape(), np.int64).reshape(len(images), -1)
+        shapes[:, list(layout.axes)] = out_size
+        return [tuple(int(v) for v in row) for row in shapes], layout.layout
+
+    def run_windowed(self, ctx, inputs, args, windows):
+        """``run``, returning only ``windows[i] = (anchor, shape)`` of each output sample (all of it when
+        None); the values are those of the full output."""
+        images = inputs[0]
+        n = len(images)
+        if n == 0:
+            return [images, TensorListCPU([])] if self.args.get("save_attrs") else images
+        images, layout, out_size, lo, hi, dtype, in_size = self._geometry(inputs, args)
         min_f, mag_f = _filters("resize", args, n)
         result = _resample_batch(ctx, "resize", images, layout, out_size, lo, hi, min_f, mag_f,
-                                 bool(self.args["antialias"]), dtype)
+                                 bool(self.args["antialias"]), dtype, windows)
         if self.args.get("save_attrs"):
             return [result, TensorListCPU(in_size.astype(np.int32))]
         return result

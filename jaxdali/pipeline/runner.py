@@ -61,6 +61,7 @@ class GraphRunner:
         # (output device, ids of the host operator nodes moved into the device stage); read once per
         # iteration, replaced as a whole by set_output_device.
         self._device_mode: tuple = (None, frozenset(), None)
+        self._windowed = self._window_pairs()
         # Values no later operator reads (and that are no output) are dropped before operator k runs,
         # so a batch's intermediates (decoded images, ...) do not all live until the batch is done.
         last_use: dict[int, int] = {}
@@ -118,6 +119,45 @@ class GraphRunner:
             if ok:
                 chosen.add(id(node))
         return frozenset(chosen)
+
+    def _window_pairs(self) -> dict:
+        """Host operators whose only reader crops one window of each sample: producer node id ->
+        (consumer node, consumer operator). The producer then computes just those windows
+        (``run_windowed``), e.g. resize followed by crop_mirror_normalize with a crop: the reader gets
+        samples equal to its windows, so its results are unchanged (``input_windows``)."""
+        readers: dict[int, list] = {}
+        for node, op in self._ops:
+            for k, inp in enumerate(node.inputs):
+                readers.setdefault(id(inp), []).append((node, op, k))
+            for inp in node.arg_inputs.values():
+                readers.setdefault(id(inp), []).append((node, op, -1))
+        outputs = {id(n) for n in self._outputs}
+        pairs = {}
+        for node, op in self._ops:
+            if node.device != "cpu" or len(node.outputs) != 1 or not hasattr(op, "run_windowed"):
+                continue
+            out = node.outputs[0]
+            uses = readers.get(id(out), [])
+            if id(out) in outputs or len(uses) != 1:
+                continue
+            reader, reader_op, position = uses[0]
+            if position == 0 and len(reader.inputs) == 1 and hasattr(reader_op, "input_windows") \
+                    and reader.device == "cpu":
+                pairs[id(node)] = (reader, reader_op)
+        return pairs
+
+    def _windows_for(self, node: OpNode, op: Operator, inputs: list, args: ArgValues, values: dict,
+                     program, batch_size: int):
+        """The windows ``node``'s only reader will read of each output sample, or None."""
+        reader, reader_op = self._windowed[id(node)]
+        if not all(id(n) in values for n in reader.arg_inputs.values()):
+            return None  # the reader's arguments are computed later in this iteration
+        shapes = op.output_shapes(inputs, args)
+        if shapes is None:
+            return None
+        reader_args = {k: self._host_value(values, n, program) for k, n in reader.arg_inputs.items()}
+        return reader_op.input_windows(shapes[0], shapes[1],
+                                       ArgValues(reader.schema.name, reader.args, reader_args, batch_size))
 
     # -- state --------------------------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -194,7 +234,10 @@ class GraphRunner:
             args = ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size)
             start = time.perf_counter()
             try:
-                result = op.run(ctx, inputs, args)
+                windows = None
+                if id(node) in self._windowed:
+                    windows = self._windows_for(node, op, inputs, args, values, program, ctx.batch_size)
+                result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
             except StopIteration:
                 raise
             except Exception as e:

@@ -802,3 +802,61 @@ def test_batch_of_mixed_sizes_and_filters_matches_single_samples():
     for img, got in zip(imgs, batch.samples()):
         alone = run(lambda x: fn.resize(x, resize_x=64, resize_y=48), [img])[0].at(0)
         assert np.array_equal(np.asarray(got), np.asarray(alone))
+
+
+# -- windowed resize: a cropping reader gets only its windows -------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["centre", "per_sample_positions", "mirror_hwc_cubic", "pad_outside"])
+def test_resize_followed_by_a_crop_computes_only_the_windows(case, monkeypatch):
+    """resize -> crop_mirror_normalize(crop=...): the resize computes only the crop windows (the runner
+    pairs them), and the pipeline's output is the same as with the full resize."""
+    from jaxdali.pipeline import runner as runner_module
+
+    r = np.random.RandomState(3)
+    imgs = [(r.rand(h, w, 3) * 255).astype(np.uint8) for h, w in [(60, 80), (90, 70), (45, 120), (100, 100)]]
+    kw = dict(dtype=types.FLOAT, output_layout="CHW", mean=[120, 110, 100], std=[50, 60, 70])
+
+    def graph(x):
+        if case == "centre":
+            return fn.crop_mirror_normalize(fn.resize(x, resize_shorter=48), crop=(40, 40), **kw)
+        if case == "per_sample_positions":
+            px, py = fn.random.uniform(range=(0, 1)), fn.random.uniform(range=(0, 1))
+            return fn.crop_mirror_normalize(fn.resize(x, resize_shorter=52), crop=(33, 41), crop_pos_x=px,
+                                            crop_pos_y=py, **kw)
+        if case == "mirror_hwc_cubic":
+            return fn.crop_mirror_normalize(fn.resize(x, resize_x=64, resize_y=50, interp_type=types.INTERP_CUBIC),
+                                            crop=(30, 60), mirror=1, output_layout="HWC", dtype=types.UINT8)
+        return fn.crop_mirror_normalize(fn.resize(x, resize_shorter=30), crop=(40, 40),
+                                        out_of_bounds_policy="pad", **kw)
+
+    calls = []
+    original = runner_module.GraphRunner._windows_for
+
+    def spy(self, *a, **k):
+        windows = original(self, *a, **k)
+        calls.append(windows is not None)
+        return windows
+
+    monkeypatch.setattr(runner_module.GraphRunner, "_windows_for", spy)
+    fused = run(graph, imgs, iterations=2)[0]
+    assert calls and all(calls) == (case != "pad_outside")
+    monkeypatch.setattr(runner_module.GraphRunner, "_window_pairs", lambda self: {})
+    plain = run(graph, imgs, iterations=2)[0]
+    np.testing.assert_array_equal(fused.as_array(), plain.as_array())
+
+
+def test_windowed_resize_of_photos_equals_the_cut_full_resize():
+    """Real photos through the fast path: windowed values are the full resize's, bit for bit."""
+    from jaxdali.ops.resize import RESIZE
+
+    if not os.path.isdir(FLOWERS):
+        pytest.skip(f"shared photos not found at {os.path.abspath(FLOWERS)}")
+    imgs = [read_rgb(p) for p in flower_paths(6)]
+    full = run(lambda x: fn.resize(x, resize_shorter=256), imgs)[0]
+    cut = run(lambda x: fn.crop_mirror_normalize(fn.resize(x, resize_shorter=256), crop=(224, 224),
+                                                 dtype=types.UINT8, output_layout="HWC"), imgs)[0]
+    for f, c in zip(full.samples(), cut.samples()):
+        y, x = int(np.floor((f.shape[0] - 224) * 0.5 + 0.5)), int(np.floor((f.shape[1] - 224) * 0.5 + 0.5))
+        np.testing.assert_array_equal(np.asarray(c), np.asarray(f)[y:y + 224, x:x + 224])
+    assert RESIZE.name == "resize"
