@@ -20,6 +20,7 @@ from jaxdali.ops.geometry import (CROP_ARGS, CROP_LAYOUTS, LayoutAware, WindowOu
                                   round_half_away, sample_name, separate_product, static_sizes, window_slices)
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
+from jaxdali.pipeline.device_stage import owned_empty
 from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, to_dali_type, to_numpy_type
 
@@ -44,7 +45,7 @@ def _check_type(op: str, what: str, dtype: np.dtype, allowed: Sequence[DALIDataT
 
 def _dense_or_list(x: TensorListCPU, shapes: list[tuple], dtype) -> tuple[np.ndarray | None, list]:
     """A preallocated dense batch when all output shapes agree, plus a per-sample list to fill otherwise."""
-    dense = np.empty((len(x),) + shapes[0], dtype) if shapes and len(set(shapes)) == 1 else None
+    dense = owned_empty((len(x),) + shapes[0], dtype) if shapes and len(set(shapes)) == 1 else None
     return dense, [None] * len(x)
 
 

@@ -12,6 +12,8 @@ the device.
 from __future__ import annotations
 
 import logging
+import math
+import weakref
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -21,7 +23,8 @@ from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 if TYPE_CHECKING:
     from jaxdali.ops.operator import Operator
 
-__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "jax_device", "narrow_for_jax", "place_on_device"]
+__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "jax_device", "narrow_for_jax", "place_on_device",
+           "owned_empty", "is_owned"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -191,12 +194,42 @@ def _replay_fn(steps: list[tuple], wanted: tuple[int, ...]):
     return program
 
 
-def place_on_device(host: TensorListCPU, device) -> TensorListGPU:
-    """Moves a host batch to the device: one transfer when dense, one per sample otherwise."""
+_OWNED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+
+
+def owned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised array, 64-byte aligned, registered as a pipeline-owned batch buffer.
+
+    Operators allocate their dense outputs with it. Such a buffer is written once by its operator and
+    never handed out as a NumPy array in device-output mode, so ``place_on_device`` may let the
+    ``jax.Array`` use its memory directly (no copy on a CPU device).
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    array = raw[start:start + nbytes].view(dtype).reshape(shape)
+    _OWNED[id(array)] = array
+    return array
+
+
+def is_owned(array: np.ndarray) -> bool:
+    """Whether ``array`` is a buffer from ``owned_empty`` (the same object, not a view of it)."""
+    return _OWNED.get(id(array)) is array
+
+
+def place_on_device(host: TensorListCPU, device, may_alias: bool = False) -> TensorListGPU:
+    """Moves a host batch to the device: one transfer when dense, one per sample otherwise.
+
+    ``may_alias``: a dense ``owned_empty`` buffer may become the device array's memory (no copy on a
+    CPU device); the caller guarantees nothing else holds it.
+    """
     import jax
 
     dense = host.dense()
     if dense is not None:
-        return TensorListGPU(jax.device_put(narrow_for_jax(dense, "device output"), device), host.layout())
+        alias = may_alias and is_owned(dense) and narrow_for_jax(dense) is dense
+        return TensorListGPU(jax.device_put(narrow_for_jax(dense, "device output"), device, may_alias=alias),
+                             host.layout())
     samples = [narrow_for_jax(s, "device output") for s in host.samples()]
     return TensorListGPU(jax.device_put(samples, device), host.layout())

@@ -345,8 +345,9 @@ class GraphRunner:
             if not isinstance(v, DeviceValue):
                 # Device-output mode: dense host outputs are placed here, on the producer thread;
                 # ragged ones stay on the host (framework iterators reject them with DALI's message).
+                # An operator's own output buffer is given to JAX without a copy (owned_empty).
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
-                outputs.append(place_on_device(v, output_device) if dense else v)
+                outputs.append(place_on_device(v, output_device, may_alias=True) if dense else v)
             elif v.array is not None or v.ref is not None:
                 outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout))
             else:
