@@ -483,6 +483,8 @@ def _convert(img: np.ndarray, spec: _DecodeSpec) -> np.ndarray:
     import cv2
 
     target = spec.dtype
+    if img.dtype == target and spec.output_type != DALIImageType.YCbCr:
+        return np.ascontiguousarray(img)  # the usual uint8 -> uint8: nothing to convert
     src_max = _range_max(img.dtype)
     if spec.output_type == DALIImageType.YCbCr:
         if img.shape[2] == 1:

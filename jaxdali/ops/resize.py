@@ -410,10 +410,13 @@ def execute_plan(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out
     axes = list(axes)
     if _is_2d(axes):
         # (frames..., H, W, channels...) seen as (F, H, W, C): 2-D passes frame by frame.
-        f, (h, w), c = int(np.prod(image.shape[:axes[0]])), image.shape[axes[0]:axes[1] + 1], \
-            int(np.prod(image.shape[axes[1] + 1:]))
-        frames = np.ascontiguousarray(image).reshape(f, h, w, c)
-        dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
+        f, (h, w), c = math.prod(image.shape[:axes[0]]), image.shape[axes[0]:axes[1] + 1], \
+            math.prod(image.shape[axes[1] + 1:])
+        if plan.fast and f == 1 and image.ndim == 3:  # the common HWC frame: no reshapes
+            frames, dst = (image,), (out,)
+        else:
+            frames = np.ascontiguousarray(image).reshape(f, h, w, c)
+            dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
         for src, d in zip(frames, dst):
             if plan.fast and plan.cv2_linear:
                 fast.linear_frame(src, d)
