@@ -157,7 +157,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
             return None
         n = len(x)
         samples = x.samples()
-        dense = np.empty((n,) + windows[0][1], x.np_dtype)
+        dense = owned_empty((n,) + windows[0][1], x.np_dtype)
 
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):

@@ -52,6 +52,7 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops import resample as fast
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
+from jaxdali.pipeline.device_stage import owned_empty
 from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIInterpType, to_numpy_type
 
@@ -609,7 +610,7 @@ def _filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
 def allocate_batch(shapes: np.ndarray, dtype: np.dtype):
     """One dense (n, ...) array when every sample has the same shape, else a list of arrays."""
     if len(shapes) and (shapes == shapes[0]).all():
-        return np.empty((len(shapes),) + tuple(int(v) for v in shapes[0]), dtype)
+        return owned_empty((len(shapes),) + tuple(int(v) for v in shapes[0]), dtype)
     return [np.empty(tuple(int(v) for v in s), dtype) for s in shapes]
 
 

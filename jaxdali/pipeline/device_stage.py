@@ -124,9 +124,12 @@ class JaxArgValues:
 class DeviceProgram:
     """Device operators recorded during one iteration, run as one jitted function."""
 
-    def __init__(self, device, cache: dict):
+    def __init__(self, device, cache: dict, alias_owned: bool = False):
         self._device = device
         self._cache = cache
+        # Device-output mode: operator-owned batches (``owned_empty``) never reach the user as NumPy
+        # arrays, so the program may read them in place instead of copying them to the device.
+        self._alias_owned = alias_owned
         self._leaves: list[np.ndarray] = []
         self._steps: list[tuple] = []
         self._num_values = 0
@@ -167,7 +170,10 @@ class DeviceProgram:
         if fn is None:
             fn = jax.jit(_replay_fn(list(self._steps), missing))
             self._cache[structure] = fn
-        leaves = jax.device_put(self._leaves, self._device)
+        if self._alias_owned and any(is_owned(leaf) for leaf in self._leaves):
+            leaves = [jax.device_put(leaf, self._device, may_alias=is_owned(leaf)) for leaf in self._leaves]
+        else:
+            leaves = jax.device_put(self._leaves, self._device)
         results = fn(*leaves)
         self._results.update(zip(missing, results))
         return {r: self._results[r] for r in wanted}

@@ -216,7 +216,7 @@ class GraphRunner:
                 values.pop(key, None)
             if node.device == "cpu" and id(node) in offload:
                 if program is None:
-                    program = DeviceProgram(self.device(), self._program_cache)
+                    program = DeviceProgram(self.device(), self._program_cache, alias_owned=True)
                 if self._offload(node, op, values, program, ctx):
                     continue
             if node.device == "cpu":
@@ -225,7 +225,7 @@ class GraphRunner:
                 inputs = [values[id(n)] for n in node.inputs]
             else:
                 if program is None:
-                    program = DeviceProgram(self.device(), self._program_cache)
+                    program = DeviceProgram(self.device(), self._program_cache, alias_owned=output_device is not None)
                 if self._record_on_device(node, op, [values[id(n)] for n in node.inputs], values, program,
                                           ctx.batch_size):
                     continue
