@@ -204,7 +204,12 @@ def _two_passes(a: np.ndarray, first, second, out: np.ndarray, out_transposed: b
     for r0 in range(0, m1, rows):
         r1 = min(m1, r0 + rows)
         s = r1 - r0
-        if first is not None:
+        if first is not None and s == m1:  # one strip (the default): the whole input, no index shift
+            x = scratch.get("x", (n1, n2 * c))
+            np.copyto(x.reshape(n1, n2, c), a, casting="unsafe")
+            v = scratch.get("v", (s, n2 * c))
+            _sparse_pass(first[0], first[1], x, v)
+        elif first is not None:
             index = first[0][r0:r1]
             lo, hi = int(index.min()), int(index.max()) + 1
             x = scratch.get("x", (hi - lo, n2 * c))
