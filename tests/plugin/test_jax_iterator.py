@@ -387,6 +387,10 @@ needs_flowers = pytest.mark.skipif(not FLOWERS.is_dir(), reason=f"shared photos 
 @pipeline_def(batch_size=8, num_threads=2, seed=3)
 def rn50_pipe(train=True):
     jpegs, labels = fn.readers.file(file_root=str(FLOWERS), random_shuffle=True, name="Reader")
+    if train == "crop_decoded":  # ragged decoder output read by a cropping normaliser
+        images = fn.crop_mirror_normalize(fn.decoders.image(jpegs), crop=(96, 96), dtype=types.FLOAT,
+                                          output_layout="CHW", mean=[124, 116, 104], std=[58, 57, 57], name="cmn")
+        return images, labels
     if train:
         images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB)
         images = fn.resize(images, resize_x=64, resize_y=64)
@@ -401,13 +405,21 @@ def rn50_pipe(train=True):
 
 
 @needs_flowers
-@pytest.mark.parametrize("train", [True, False], ids=["train", "val_ragged_crop"])
-def test_iterator_moves_normalisation_to_the_device_with_identical_values(train):
+@pytest.mark.parametrize("train", [True, False, "crop_decoded"], ids=["train", "val_windowed_resize", "ragged_crop"])
+def test_iterator_moves_normalisation_to_the_device_with_identical_values(train, monkeypatch):
     """The iterator puts its pipeline in device-output mode: crop_mirror_normalize (whose result only
-    feeds an output) runs in the fused device stage, on uint8 (val: cut out of the ragged resize
-    output on the host), outputs are device arrays, and the values equal those of run() on the host."""
+    feeds an output) runs in the fused device stage, on uint8 (val: the resize computes only the crop
+    windows; ragged_crop: the windows are cut out of the ragged decoder output on the host), outputs
+    are device arrays, and the values equal those of run() on the host."""
+    from jaxdali.ops.color import CropMirrorNormalize
+
     host = rn50_pipe(train=train, device_id=0)
     expected = [host.run() for _ in range(3)]
+
+    def host_run(self, *args):
+        raise AssertionError("crop_mirror_normalize ran on the host in device-output mode")
+
+    monkeypatch.setattr(CropMirrorNormalize, "run", host_run)
     it = DALIGenericIterator(rn50_pipe(train=train, device_id=0), ["images", "labels"], reader_name="Reader")
     runner = it._pipes[0]._runner
     assert runner.offloaded_ops == ["cmn"]
