@@ -169,18 +169,32 @@ class Prefetcher:
     ``produce`` returns ``(outputs, state)`` or raises ``StopIteration`` at the end of the data; after
     the end or an error the producer halts until ``resume()``. Holds no reference to the pipeline
     facade, so dropping the pipeline can stop the thread (``weakref.finalize`` calls ``close``).
+
+    Overlapped batches: when ``begin`` and ``finish`` are given (``produce() = finish(begin())``),
+    ``producers`` threads run batches at the same time. ``begin`` (the sources, which read in order
+    and carry all the state) runs for one batch at a time, in credit order; ``finish`` (the pure
+    per-sample operators) of one batch overlaps the next batch's ``begin`` and ``finish``; results are
+    queued in credit order. The serial parts of one batch (planning, dispatch) then no longer leave
+    the other cores idle.
     """
 
-    def __init__(self, produce: Callable[[], tuple[Any, Any]], name: str):
+    def __init__(self, produce: Callable[[], tuple[Any, Any]], name: str, begin: Callable[[], Any] | None = None,
+                 finish: Callable[[Any], tuple[Any, Any]] | None = None, producers: int = 1):
         self._produce = produce
+        self._begin = begin
+        self._finish = finish
+        self._producers = producers if begin is not None and finish is not None else 1
         self._name = name
         self._cond = threading.Condition()
+        self._begin_lock = threading.Lock()
         self._credits = 0
         self._queue: collections.deque[Produced] = collections.deque()
-        self._busy = False
+        self._busy = 0  # batches being produced
+        self._next_ticket = 0  # order of the batches begun
+        self._next_out = 0  # ticket of the batch to queue next
         self._halted = False
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._stats = QueueStats()
 
     # -- consumer side --------------------------------------------------------------------------
@@ -191,13 +205,15 @@ class Prefetcher:
             if self._halted:
                 return
             self._credits += runs
-            if self._thread is None:
-                # A daemon thread, so that a pipeline the user never closed cannot block interpreter
+            if not self._threads:
+                # Daemon threads, so that a pipeline the user never closed cannot block interpreter
                 # exit (non-daemon threads are joined before atexit handlers could close them);
                 # close() and the pipeline's weakref finalizer are the real shutdown paths.
-                self._thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}",
-                                                daemon=True)
-                self._thread.start()
+                for k in range(self._producers):
+                    thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}-{k}",
+                                              daemon=True)
+                    self._threads.append(thread)
+                    thread.start()
             self._cond.notify_all()
 
     def get(self) -> Produced:
@@ -228,7 +244,7 @@ class Prefetcher:
     def pending(self) -> int:
         """Batches queued, running or scheduled."""
         with self._cond:
-            return len(self._queue) + self._credits + int(self._busy)
+            return len(self._queue) + self._credits + self._busy
 
     def queued(self) -> int:
         with self._cond:
@@ -268,12 +284,16 @@ class Prefetcher:
             self._credits = 0
             self._queue.clear()
             self._cond.notify_all()
-            thread = self._thread
-        if thread is None or thread is threading.current_thread() or sys.is_finalizing():
+            threads = list(self._threads)
+        if sys.is_finalizing():
             return
-        thread.join(timeout)
-        if thread.is_alive():
-            raise TimeoutError(f"jaxdali producer thread {thread.name!r} did not stop within {timeout} s")
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            if thread is threading.current_thread():
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                raise TimeoutError(f"jaxdali producer thread {thread.name!r} did not stop within {timeout} s")
 
     @property
     def closed(self) -> bool:
@@ -291,28 +311,65 @@ class Prefetcher:
     # -- producer side -----------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
-            with self._cond:
-                if not self._closed and (self._credits == 0 or self._halted):
-                    start = time.perf_counter()
-                    while not self._closed and (self._credits == 0 or self._halted):
-                        self._cond.wait()
-                    self._stats.producer_idle_seconds += time.perf_counter() - start
-                if self._closed:
-                    return
-                self._credits -= 1
-                self._busy = True
+            ticket = self._take_credit()
+            if ticket is None:
+                return
+            job = None
             try:
-                outputs, state = self._produce()
+                if self._producers == 1:
+                    outputs, state = self._produce()
+                else:
+                    try:
+                        job = self._begin()
+                    except BaseException:
+                        # No later batch may begin after the end of the data or an error (a source
+                        # must not be asked again before a reset).
+                        with self._cond:
+                            self._halted = True
+                            self._credits = 0
+                        raise
+                    finally:
+                        self._begin_lock.release()
+                    outputs, state = self._finish(job)
                 item = Produced(outputs=outputs, state=state)
             except StopIteration:
                 item = Produced(end=True)
             except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
                 item = Produced(error=e)
-            with self._cond:
-                self._busy = False
-                if not self._closed:
-                    self._queue.append(item)
-                    if item.end or item.error is not None:
-                        self._halted = True
-                        self._credits = 0
-                self._cond.notify_all()
+            self._put(ticket, item)
+
+    def _take_credit(self) -> int | None:
+        """Waits for a credit and takes it; returns the batch's ticket, or None when closed. With
+        several producers the begin lock is held on return (released once ``begin`` has run), so
+        batches begin in ticket order."""
+        if self._producers > 1:
+            self._begin_lock.acquire()
+        with self._cond:
+            if not self._closed and (self._credits == 0 or self._halted):
+                start = time.perf_counter()
+                while not self._closed and (self._credits == 0 or self._halted):
+                    self._cond.wait()
+                self._stats.producer_idle_seconds += time.perf_counter() - start
+            if self._closed:
+                if self._producers > 1:
+                    self._begin_lock.release()
+                return None
+            self._credits -= 1
+            self._busy += 1
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            return ticket
+
+    def _put(self, ticket: int, item: Produced) -> None:
+        """Queues ``item`` once every earlier ticket is queued (results keep the credit order)."""
+        with self._cond:
+            while self._next_out != ticket and not self._closed:
+                self._cond.wait()
+            self._busy -= 1
+            self._next_out = ticket + 1
+            if not self._closed:
+                self._queue.append(item)
+                if item.end or item.error is not None:
+                    self._halted = True
+                    self._credits = 0
+            self._cond.notify_all()

@@ -234,7 +234,16 @@ class Pipeline:
                 _check_output_contract(outputs, contract, n_outputs)
                 return outputs, snapshot
 
-            prefetcher = Prefetcher(produce, self._display_name())
+            def finish(job):
+                outputs, snapshot = runner.finish_iteration(job)
+                _check_output_contract(outputs, contract, n_outputs)
+                return outputs, snapshot
+
+            # Two batches in flight when two can be queued and there are threads to share: the next
+            # batch begins (sources, in order) while the previous one is finished (executor.Prefetcher).
+            producers = 2 if self._depth >= 2 and self._num_threads >= 2 else 1
+            runner.overlap(producers)
+            prefetcher = Prefetcher(produce, self._display_name(), runner.begin_iteration, finish, producers)
             self._runner, self._prefetcher = runner, prefetcher
             self._finalizer = weakref.finalize(self, _shutdown, runner, prefetcher)
             self._built = True

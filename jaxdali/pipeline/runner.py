@@ -13,6 +13,7 @@ e.g. crop_mirror_normalize cutting its windows out of a ragged batch).
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Sequence
 
@@ -25,6 +26,19 @@ from jaxdali.pipeline.graph import DataNode, OpNode
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["GraphRunner"]
+
+
+class _Job:
+    """One iteration between ``begin_iteration`` and ``finish_iteration``."""
+
+    __slots__ = ("ctx", "mode", "values", "program", "snapshot")
+
+    def __init__(self, ctx: RunContext, mode: tuple):
+        self.ctx = ctx
+        self.mode = mode  # (output device, offloaded node ids, finisher), fixed for the batch
+        self.values: dict[int, Any] = {}
+        self.program: DeviceProgram | None = None
+        self.snapshot: dict | None = None
 
 
 class GraphRunner:
@@ -43,6 +57,8 @@ class GraphRunner:
         self._outputs = list(outputs)
         self._pool = pool
         self._num_threads = num_threads
+        self._job_threads = num_threads
+        self._stats_lock = threading.Lock()
         self._max_batch_size = max_batch_size
         self._device_id = device_id
         self._device = None
@@ -196,72 +212,106 @@ class GraphRunner:
     # -- one iteration --------------------------------------------------------------------------------
     def run_iteration(self) -> tuple[list, dict]:
         """Produces one batch; returns (outputs, state after it). Raises StopIteration at end of data."""
+        return self.finish_iteration(self.begin_iteration())
+
+    def begin_iteration(self) -> "_Job":
+        """The first, ordered part of an iteration: runs the sources (all of the pipeline's state lives
+        there), checks the batch size and advances the counters. Batches must begin one at a time,
+        in order; ``finish_iteration`` of one batch may overlap the next batch's begin and finish."""
         start = time.perf_counter()
         try:
-            return self._run_iteration()
+            ctx = RunContext(iteration=self.iteration, epoch=self.epoch, iteration_in_epoch=self.iteration_in_epoch,
+                             batch_size=self._max_batch_size, max_batch_size=self._max_batch_size,
+                             parallel_for=self._parallel_for)
+            job = _Job(ctx, self._device_mode)
+            for k in range(self._num_sources):
+                self._step(k, job)
+            ctx.batch_size = self._uniform_batch_size(job.values)
+            self.iteration += 1
+            self.iteration_in_epoch += 1
+            job.snapshot = self.snapshot()
+            return job
         finally:
-            self.busy_seconds += time.perf_counter() - start
+            self._add_time("busy", time.perf_counter() - start)
 
-    def _run_iteration(self) -> tuple[list, dict]:
-        values: dict[int, Any] = {}
-        program: DeviceProgram | None = None
-        output_device, offload, finish = self._device_mode
-        ctx = RunContext(iteration=self.iteration, epoch=self.epoch, iteration_in_epoch=self.iteration_in_epoch,
-                         batch_size=self._max_batch_size, max_batch_size=self._max_batch_size,
-                         parallel_for=self._parallel_for)
-        for k, (node, op) in enumerate(self._ops):
-            if k == self._num_sources:
-                ctx.batch_size = self._uniform_batch_size(values)
-            for key in self._release_before[k]:
-                values.pop(key, None)
-            if node.device == "cpu" and id(node) in offload:
-                if program is None:
-                    program = DeviceProgram(self.device(), self._program_cache, alias_owned=True)
-                if self._offload(node, op, values, program, ctx):
-                    continue
-            if node.device == "cpu":
-                inputs = [self._host_value(values, n, program) for n in node.inputs]
-            elif node.device == "mixed":
-                inputs = [values[id(n)] for n in node.inputs]
-            else:
-                if program is None:
-                    program = DeviceProgram(self.device(), self._program_cache, alias_owned=output_device is not None)
-                if self._record_on_device(node, op, [values[id(n)] for n in node.inputs], values, program,
-                                          ctx.batch_size):
-                    continue
-                inputs = [self._host_value(values, n, program) for n in node.inputs]
-            arg_inputs = {k2: self._host_value(values, n, program) for k2, n in node.arg_inputs.items()}
-            args = ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size)
-            start = time.perf_counter()
-            try:
-                windows = None
-                if id(node) in self._windowed:
-                    windows = self._windows_for(node, op, inputs, args, values, program, ctx.batch_size)
-                result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
-            except StopIteration:
-                raise
-            except Exception as e:
-                e.add_note(f"jaxdali: raised by {node.display_name} in pipeline {self._name!r}, "
-                           f"iteration {self.iteration}")
-                raise
-            self.op_seconds[node.name] += time.perf_counter() - start
-            results = result if isinstance(result, (list, tuple)) else [result]
-            for out_node, value in zip(node.outputs, results):
-                values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
-        if self._num_sources == len(self._ops):
-            ctx.batch_size = self._uniform_batch_size(values)  # no operator after the sources checked it
+    def finish_iteration(self, job: "_Job") -> tuple[list, dict]:
+        """The rest of the iteration begun as ``job``: the operators after the sources (pure
+        functions of their inputs), then the outputs; returns (outputs, state after the batch)."""
         start = time.perf_counter()
-        outputs = self._collect_outputs(values, program, output_device)
-        if finish is not None:
-            finish(outputs)
-        self.device_seconds += time.perf_counter() - start
-        self.iteration += 1
-        self.iteration_in_epoch += 1
-        self.batches += 1
-        return outputs, self.snapshot()
+        try:
+            for k in range(self._num_sources, len(self._ops)):
+                self._step(k, job)
+            placed = time.perf_counter()
+            output_device, _, finish = job.mode
+            outputs = self._collect_outputs(job.values, job.program, output_device)
+            if finish is not None:
+                finish(outputs)
+            self._add_time("device", time.perf_counter() - placed)
+            with self._stats_lock:
+                self.batches += 1
+            return outputs, job.snapshot
+        finally:
+            self._add_time("busy", time.perf_counter() - start)
+
+    def _add_time(self, what: str, seconds: float, op: str | None = None) -> None:
+        with self._stats_lock:  # batches may be produced by two threads at once
+            if what == "busy":
+                self.busy_seconds += seconds
+            elif what == "device":
+                self.device_seconds += seconds
+            else:
+                self.op_seconds[op] += seconds
+
+    def _step(self, k: int, job: "_Job") -> None:
+        """Runs operator ``k`` of the iteration ``job`` (on the host, or records it on the device)."""
+        node, op = self._ops[k]
+        values, ctx = job.values, job.ctx
+        output_device, offload, _ = job.mode
+        for key in self._release_before[k]:
+            values.pop(key, None)
+        if node.device == "cpu" and id(node) in offload:
+            if job.program is None:
+                job.program = DeviceProgram(self.device(), self._program_cache, alias_owned=True)
+            if self._offload(node, op, values, job.program, ctx):
+                return
+        if node.device == "cpu":
+            inputs = [self._host_value(values, n, job.program) for n in node.inputs]
+        elif node.device == "mixed":
+            inputs = [values[id(n)] for n in node.inputs]
+        else:
+            if job.program is None:
+                job.program = DeviceProgram(self.device(), self._program_cache,
+                                            alias_owned=output_device is not None)
+            if self._record_on_device(node, op, [values[id(n)] for n in node.inputs], values, job.program,
+                                      ctx.batch_size):
+                return
+            inputs = [self._host_value(values, n, job.program) for n in node.inputs]
+        arg_inputs = {k2: self._host_value(values, n, job.program) for k2, n in node.arg_inputs.items()}
+        args = ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size)
+        start = time.perf_counter()
+        try:
+            windows = None
+            if id(node) in self._windowed:
+                windows = self._windows_for(node, op, inputs, args, values, job.program, ctx.batch_size)
+            result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
+        except StopIteration:
+            raise
+        except Exception as e:
+            e.add_note(f"jaxdali: raised by {node.display_name} in pipeline {self._name!r}, "
+                       f"iteration {ctx.iteration}")
+            raise
+        self._add_time("op", time.perf_counter() - start, node.name)
+        results = result if isinstance(result, (list, tuple)) else [result]
+        for out_node, value in zip(node.outputs, results):
+            values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
 
     def _parallel_for(self, fn, n: int) -> None:
-        self._pool.parallel_for(fn, n, self._num_threads)
+        self._pool.parallel_for(fn, n, self._job_threads)
+
+    def overlap(self, batches: int) -> None:
+        """``batches`` iterations will run at once (see ``executor.Prefetcher``): each one spreads its
+        per-sample work over ``num_threads // batches`` threads, so the total stays ``num_threads``."""
+        self._job_threads = max(1, self._num_threads // max(1, batches))
 
     def _uniform_batch_size(self, values: dict) -> int:
         sizes = {}
@@ -288,13 +338,13 @@ class GraphRunner:
                 dense = prepare(ctx, data, ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size))
             except Exception as e:
                 e.add_note(f"jaxdali: raised by {node.display_name} in pipeline {self._name!r}, "
-                           f"iteration {self.iteration}")
+                           f"iteration {ctx.iteration}")
                 raise
             if dense is None:
                 return False
             data = dense
         data = [v if isinstance(v, DeviceValue) else DeviceValue(host=v) for v in data]
-        self.op_seconds[node.name] += time.perf_counter() - start  # preparing; recording adds its own time
+        self._add_time("op", time.perf_counter() - start, node.name)  # preparing; recording adds its own time
         return self._record_on_device(node, op, data, values, program, ctx.batch_size)
 
     def _record_on_device(self, node: OpNode, op: Operator, data: list, values: dict, program: DeviceProgram,
@@ -315,7 +365,7 @@ class GraphRunner:
         layouts = op.output_layouts([v.layout for v in data])
         for out_node, ref, layout in zip(node.outputs, refs, layouts):
             values[id(out_node)] = DeviceValue(ref=ref, layout=layout)
-        self.op_seconds[node.name] += time.perf_counter() - start
+        self._add_time("op", time.perf_counter() - start, node.name)
         return True
 
     @staticmethod
