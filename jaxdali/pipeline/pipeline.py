@@ -396,9 +396,10 @@ class Pipeline:
     def executor_statistics(self) -> dict:
         """Seconds spent in each operator since the pipeline started, by operator name.
 
-        Two more entries make the sum equal the producer's busy time: ``"(device stage)"``, dispatching
-        the fused device program and placing outputs on the device, and ``"(executor)"``, the rest
-        (scheduling, batch assembly, checks).
+        Two more entries make the sum equal the producer threads' busy time: ``"(device stage)"``,
+        dispatching the fused device program and placing outputs on the device, and ``"(executor)"``,
+        the rest (scheduling, batch assembly, checks). With two batches in flight (``num_threads >= 2``
+        and ``prefetch_queue_depth >= 2``) both producers' time is counted.
         """
         runner = self._runner
         if runner is None:
