@@ -28,10 +28,20 @@ import numpy as np
 
 __all__ = ["batch_axis_taps", "resample_frame", "frame_supported"]
 
-try:  # SciPy's compiled CSR kernels: y += A @ x, in place, without the GIL.
-    from scipy.sparse import _sparsetools as _csr_kernels
-except ImportError:  # pragma: no cover - depends on the SciPy version
-    _csr_kernels = None
+_csr_kernels = None  # SciPy's compiled CSR kernels (y += A @ x, in place, without the GIL); see _kernels
+
+
+def _kernels():
+    """SciPy's ``_sparsetools`` module, imported on first use (importing scipy.sparse takes ~0.1 s, which
+    ``import jaxdali`` should not pay), or False where this SciPy lays its modules out differently."""
+    global _csr_kernels
+    if _csr_kernels is None:
+        try:
+            from scipy.sparse import _sparsetools
+        except ImportError:  # pragma: no cover - depends on the SciPy version
+            _sparsetools = False
+        _csr_kernels = _sparsetools
+    return _csr_kernels
 
 _CV2_DEPTH = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.int16): cv2.CV_16S,
               np.dtype(np.float32): cv2.CV_32F}
@@ -130,9 +140,10 @@ def _indptr(m: int, k: int) -> np.ndarray:
 def _sparse_pass(index: np.ndarray, weights: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
     """y (m, R) = W @ x for x (n, R), W the (m, n) matrix with ``weights`` at ``index`` per row."""
     m, k = index.shape
-    if _csr_kernels is not None:
+    kernels = _csr_kernels or _kernels()
+    if kernels:
         y.view(np.uint8).fill(0)  # byte fill: a plain memset, faster than a float32 fill
-        _csr_kernels.csr_matvecs(m, x.shape[0], x.shape[1], _indptr(m, k), index.reshape(-1),
+        kernels.csr_matvecs(m, x.shape[0], x.shape[1], _indptr(m, k), index.reshape(-1),
                                  weights.reshape(-1), x.reshape(-1), y.reshape(-1))
         return
     import scipy.sparse  # pragma: no cover - older or newer SciPy layouts
