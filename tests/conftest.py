@@ -14,7 +14,8 @@ import pytest
 # Scripts that tests run as subprocesses; not test modules (nor doctest modules).
 collect_ignore_glob = ["plugin/helpers/*"]
 
-DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
 FLOWERS = DATA / "flowers"
 
 
@@ -31,6 +32,15 @@ def shared_data() -> pathlib.Path:
     if not DATA.is_dir():
         pytest.skip(f"shared test data not found at {DATA}")
     return DATA
+
+
+@pytest.fixture
+def subprocess_env() -> dict[str, str]:
+    """The environment for a test's child Python: this checkout importable (installed or not) and no
+    inherited 8-device XLA flag (a child sets up its own devices)."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
 
 
 def make_index_files(folder: pathlib.Path, n: int) -> list[str]:

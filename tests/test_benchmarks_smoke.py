@@ -27,13 +27,13 @@ def small_folder(flowers_root, tmp_path) -> pathlib.Path:
     return root
 
 
-def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path):
+def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, subprocess_env):
     out = tmp_path / "results"
     done = subprocess.run(
         [sys.executable, str(RUNNER), "--data", str(small_folder), "--systems", "jaxdali,jaxdali-run",
          "--pipelines", "train", "--reps", "1", "--batch-size", "8", "--warmup", "0", "--batches", "2",
          "--raw-passes", "1", "--out", str(out)],
-        check=False, capture_output=True, text=True, timeout=240)
+        check=False, capture_output=True, text=True, timeout=240, env=subprocess_env)
     assert done.returncode == 0, done.stdout + done.stderr
 
     [saved] = out.glob("results-*.json")

@@ -9,6 +9,7 @@ consumer took, never what was prefetched.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import concurrent.futures
 import dataclasses
@@ -16,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 __all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced", "QueueStats"]
@@ -196,6 +198,7 @@ class Prefetcher:
         self._closed = False
         self._threads: list[threading.Thread] = []
         self._stats = QueueStats()
+        _PREFETCHERS.add(self)
 
     # -- consumer side --------------------------------------------------------------------------
     def schedule(self, runs: int) -> None:
@@ -275,17 +278,20 @@ class Prefetcher:
             raise RuntimeError(f"pipeline {self._name!r} is closed")
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def close(self, timeout: float = 30.0) -> None:
-        """Stops the producer thread. Idempotent; skips the join during interpreter shutdown."""
+    def close(self, timeout: float = 30.0, join: bool = True) -> None:
+        """Stops the producer threads. Idempotent.
+
+        With ``join`` it waits for them (TimeoutError after ``timeout``); without, it only tells them
+        to stop, which is what a garbage-collection finalizer may do (it can run on a thread holding
+        a lock that a producer waits for). The join is skipped during interpreter shutdown.
+        """
         with self._cond:
-            if self._closed:
-                return
             self._closed = True
             self._credits = 0
             self._queue.clear()
             self._cond.notify_all()
             threads = list(self._threads)
-        if sys.is_finalizing():
+        if not join or sys.is_finalizing():
             return
         deadline = time.monotonic() + timeout
         for thread in threads:
@@ -373,3 +379,18 @@ class Prefetcher:
                     self._halted = True
                     self._credits = 0
             self._cond.notify_all()
+
+
+# Every prefetcher whose threads may still run (a running thread keeps its prefetcher alive). At exit
+# they are stopped and joined: a daemon thread still inside a decoder when the interpreter finalizes
+# is torn down mid-C++ and aborts the process.
+_PREFETCHERS: "weakref.WeakSet[Prefetcher]" = weakref.WeakSet()
+
+
+@atexit.register
+def _join_prefetchers_at_exit() -> None:
+    for prefetcher in list(_PREFETCHERS):
+        try:
+            prefetcher.close()
+        except TimeoutError as e:
+            _log.warning("%s", e)

@@ -8,7 +8,6 @@ import threading
 import weakref
 from typing import Any, Sequence
 
-import numpy as np
 
 from jaxdali.ops.operator import BuildContext
 from jaxdali.ops.schema import OpSchema
@@ -245,7 +244,9 @@ class Pipeline:
             runner.overlap(producers)
             prefetcher = Prefetcher(produce, self._display_name(), runner.begin_iteration, finish, producers)
             self._runner, self._prefetcher = runner, prefetcher
-            self._finalizer = weakref.finalize(self, _shutdown, runner, prefetcher)
+            # The finalizer may run inside a garbage collection on any thread, even one holding locks
+            # that this pipeline's producers wait for, so it only signals them to stop (join=False).
+            self._finalizer = weakref.finalize(self, _shutdown, runner, prefetcher, False)
             self._built = True
 
     def _restore(self, runner: GraphRunner, checkpoint: dict) -> None:
@@ -471,9 +472,9 @@ class Pipeline:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stops the producer thread and any worker processes. Idempotent."""
-        if self._finalizer is not None:
-            self._finalizer()
+        """Stops the producer threads (waiting for them) and any worker processes. Idempotent."""
+        if self._finalizer is not None and self._finalizer.detach() is not None:
+            _shutdown(self._runner, self._prefetcher, True)
 
     def start_py_workers(self) -> None:
         """Builds the pipeline, which starts the processes of parallel external sources."""
@@ -591,10 +592,10 @@ class IteratorAPI:
         return self._pipe.resumed_readers().get(name)
 
 
-def _shutdown(runner: GraphRunner, prefetcher: Prefetcher) -> None:
+def _shutdown(runner: GraphRunner, prefetcher: Prefetcher, join: bool) -> None:
     runner.close()
     try:
-        prefetcher.close()
+        prefetcher.close(join=join)
     except TimeoutError as e:
         _log.warning("%s", e)
 

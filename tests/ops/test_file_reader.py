@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pathlib
 
-import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def, types

@@ -16,7 +16,6 @@ import pytest
 from jaxdali import Pipeline, fn, pipeline_def, types
 from jaxdali.ops import arithmetic
 from jaxdali.ops.schema import OpArgumentError, registry
-from jaxdali.pipeline.graph import DataNode
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 
 

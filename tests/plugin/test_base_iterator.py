@@ -11,10 +11,8 @@ Sample values are 0-based dataset indices.
 import collections
 import json
 import logging
-import math
 import warnings
 
-import numpy as np
 import pytest
 
 from jaxdali.ops.sampling import ShardSpec, stream_indices

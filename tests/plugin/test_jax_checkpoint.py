@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from jaxdali import Pipeline, fn, pipeline_def, types  # noqa: E402
+from jaxdali import fn, pipeline_def  # noqa: E402
 from jaxdali.pipeline.state import CheckpointError  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator, LastBatchPolicy, data_iterator  # noqa: E402
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import socket
 import subprocess
@@ -46,16 +45,15 @@ def _expected_epoch(epoch: int) -> list[list[int]]:
 
 
 @pytest.mark.timeout(240)
-def test_two_processes_four_devices_global_reduction(tmp_path):
+def test_two_processes_four_devices_global_reduction(tmp_path, subprocess_env):
     pytest.importorskip("jax")
     file_dir = tmp_path / "files"
     file_dir.mkdir()
     for i in range(N_FILES):
         (file_dir / f"{i:03d}.bin").write_bytes(bytes([i]))
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(p), "2", str(port), str(file_dir)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for p in range(2)]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env) for p in range(2)]
     results = []
     try:
         for p in procs:

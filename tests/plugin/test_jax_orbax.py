@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -16,8 +15,7 @@ pytest.importorskip("optax")
 SCRIPT = pathlib.Path(__file__).parent / "helpers" / "orbax_train.py"
 
 
-def _run(mode: str, ckpt: pathlib.Path, root: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+def _run(mode: str, ckpt: pathlib.Path, root: str, env: dict) -> dict:
     out = subprocess.run([sys.executable, str(SCRIPT), mode, str(ckpt), root], capture_output=True, text=True,
                          timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-4000:]
@@ -25,10 +23,10 @@ def _run(mode: str, ckpt: pathlib.Path, root: str) -> dict:
 
 
 @pytest.mark.timeout(600)
-def test_training_resumed_in_a_fresh_process_matches_the_uninterrupted_run(tmp_path, flowers_root):
-    full = _run("full", tmp_path / "unused", flowers_root)
-    first = _run("first", tmp_path / "ckpt", flowers_root)
-    resumed = _run("resume", tmp_path / "ckpt", flowers_root)
+def test_training_resumed_in_a_fresh_process_matches_the_uninterrupted_run(tmp_path, flowers_root, subprocess_env):
+    full = _run("full", tmp_path / "unused", flowers_root, subprocess_env)
+    first = _run("first", tmp_path / "ckpt", flowers_root, subprocess_env)
+    resumed = _run("resume", tmp_path / "ckpt", flowers_root, subprocess_env)
     assert first["log"] + resumed["log"] == full["log"]  # batch for batch (data digests and losses)
     assert resumed["w"] == pytest.approx(full["w"], rel=1e-6)
     assert (tmp_path / "ckpt" / "9" / "loader" / "jaxdali_loader_process_0.json").is_file()

@@ -4,7 +4,6 @@ Cases J1-J9 of spec/dali_jax_plugin.md §8 ("files N" = N one-byte files whose c
 index; "counter source" = per-sample external source returning ``idx_in_epoch + offset``).
 """
 
-import os
 import subprocess
 import sys
 import warnings
@@ -363,20 +362,19 @@ def test_to_torch_tensor_from_jax_device_batch_is_zero_copy():  # J8
 # -- import hygiene -----------------------------------------------------------------------------------
 
 
-def _run_python(code, **env):
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, **env})
+def _run_python(code, env):
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
 
 
-def test_importing_jaxdali_and_the_jax_plugin_does_not_import_torch():
+def test_importing_jaxdali_and_the_jax_plugin_does_not_import_torch(subprocess_env):
     _run_python("import sys, importlib.util, jaxdali\n"
                 "if importlib.util.find_spec('jaxdali.plugin.jax') is not None:\n"
                 "    import jaxdali.plugin.jax\n"
-                "assert 'torch' not in sys.modules, 'torch was imported'")
+                "assert 'torch' not in sys.modules, 'torch was imported'", subprocess_env)
 
 
-def test_importing_the_pytorch_plugin_does_not_initialise_a_jax_device():
+def test_importing_the_pytorch_plugin_does_not_initialise_a_jax_device(subprocess_env):
     # A platform that does not exist here: any backend initialisation during import would fail.
     _run_python("import jaxdali.plugin.pytorch, jaxdali.plugin.pytorch.experimental.proxy",
-                JAX_PLATFORMS="tpu")
+                {**subprocess_env, "JAX_PLATFORMS": "tpu"})

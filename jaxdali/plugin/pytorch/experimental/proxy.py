@@ -321,14 +321,16 @@ class _ServerCore:
             self.thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
             self.thread.start()
 
-    def stop(self) -> None:
+    def stop(self, join: bool = True) -> None:
+        """Stops the server thread; without ``join`` (a garbage-collection finalizer, which may run on a
+        thread holding a lock the server waits for) it only signals it."""
         with self.cond:
             thread = self.thread
         if thread is None:
             return
         if thread.is_alive():
             self.channel.stop()
-            if sys.is_finalizing():
+            if not join or sys.is_finalizing():
                 return
             thread.join(_STOP_TIMEOUT_S)
             if thread.is_alive():
@@ -481,7 +483,7 @@ class DALIServer:
         self._core = _ServerCore(pipeline, channel, f"jaxdali-proxy-server-{self._id}")
         self._proxy = _DALIProxy(self._id, input_names, pipeline.num_outputs, pipeline.max_batch_size,
                                  self._deterministic, channel)
-        self._finalizer = weakref.finalize(self, _ServerCore.stop, self._core)
+        self._finalizer = weakref.finalize(self, _ServerCore.stop, self._core, False)
         self._submitted: set[tuple[str, int]] = set()  # deterministic mode: requests sent, not yet claimed
 
     # -- public API -----------------------------------------------------------------------------
