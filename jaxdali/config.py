@@ -26,6 +26,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("max_image_pixels", "JAXDALI_MAX_IMAGE_PIXELS", 1 << 28, int,
            "Decoders refuse images whose header declares more pixels (width x height) than this, before "
            "allocating anything."),
+    Option("recycle_device_outputs", "JAXDALI_RECYCLE_DEVICE_OUTPUTS", True, lambda v: v.lower() not in ("0", "false", "no"),
+           "Framework iterators let the fused device program write large outputs into the memory of earlier "
+           "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "
+           "the iterator (e.g. `.addressable_shards[i].data`) must not outlive the batch while this is on."),
 )}
 
 _values: dict[str, Any] = {}

@@ -19,8 +19,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxdali import config
 from jaxdali.ops.operator import ArgValues, Operator, RunContext
-from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, jax_device, place_on_device
+from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, OutputRecycler, jax_device, place_on_device
 from jaxdali.pipeline.executor import WorkerPool
 from jaxdali.pipeline.graph import DataNode, OpNode
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
@@ -63,6 +64,7 @@ class GraphRunner:
         self._device_id = device_id
         self._device = None
         self._program_cache: dict = {}
+        self._recycler: OutputRecycler | None = None
         self._name = pipeline_name
         self.iteration = 0
         self.epoch = 0
@@ -105,6 +107,8 @@ class GraphRunner:
             self._device_mode = (None, frozenset(), None)
             return
         self._device = device
+        if config.get("recycle_device_outputs"):
+            self._recycler = OutputRecycler()
         self._device_mode = (device, self._offloadable(), finish)
 
     @property
@@ -388,7 +392,8 @@ class GraphRunner:
     def _collect_outputs(self, values: dict, program: DeviceProgram | None, output_device) -> list:
         device_values = [values[id(n)] for n in self._outputs if isinstance(values[id(n)], DeviceValue)]
         pending = [v.ref for v in device_values if v.ref is not None and v.array is None]
-        results = program.run(pending) if pending else {}
+        recycler = self._recycler if output_device is not None else None
+        results = program.run(pending, recycler) if pending else {}
         outputs = []
         for n in self._outputs:
             v = values[id(n)]

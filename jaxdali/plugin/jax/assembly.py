@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxdali.pipeline.device_stage import narrow_for_jax
+from jaxdali.pipeline.device_stage import narrow_for_jax, note_derived
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["device_array", "host_array", "host_shape", "RowBlocks", "row_blocks", "row_sharding", "assemble_sharded",
@@ -34,6 +34,14 @@ __all__ = ["device_array", "host_array", "host_shape", "RowBlocks", "row_blocks"
 SHAPES_DIFFER_MSG = "Shards shapes have to be the same."  # E18
 DEVICES_PARTLY_SHARED_MSG = (  # E19
     "JAX iterator requires shards to be placed on different devices or all on the same device.")
+
+
+def global_array(shape: tuple[int, ...], sharding, shards: Sequence[Any]):
+    """``jax.make_array_from_single_device_arrays``, telling the pipelines' output recyclers that the
+    result shares the memory of ``shards`` (see ``device_stage.OutputRecycler``)."""
+    import jax
+
+    return note_derived(shards, jax.make_array_from_single_device_arrays(shape, sharding, shards))
 
 
 def host_array(batch: TensorListCPU | TensorListGPU | Any) -> np.ndarray:
@@ -137,7 +145,7 @@ def assemble_sharded(batches: dict, sharding, bs: int):
         block = np.concatenate(parts) if len(parts) > 1 else parts[0]
         piece = narrow_for_jax(np.ascontiguousarray(block[(slice(None),) + rest]), "iterator output")
         shards.append(jax.device_put(piece, device))
-    return jax.make_array_from_single_device_arrays(global_shape, sharding, shards)
+    return global_array(global_shape, sharding, shards)
 
 
 def shards_are_batches(sharding, devices: Sequence[Any], global_shape: tuple[int, ...], bs: int) -> bool:
@@ -161,8 +169,6 @@ def direct_global_array(batches: Sequence[Any], devices: Sequence[Any], sharding
     """The global array from device batches already in place (see ``shards_are_batches``), or None
     when a batch is not a dense ``jax.Array`` of the expected shape on its device (the caller then
     takes the general path)."""
-    import jax
-
     arrays = []
     shard_shape = (global_shape[0] // len(sharding.device_set),) + tuple(global_shape[1:])
     for batch, device in zip(batches, devices):
@@ -170,7 +176,7 @@ def direct_global_array(batches: Sequence[Any], devices: Sequence[Any], sharding
         if arr is None or arr.shape != shard_shape or arr.devices() != {device}:
             return None
         arrays.append(arr)
-    return jax.make_array_from_single_device_arrays(global_shape, sharding, arrays)
+    return global_array(global_shape, sharding, arrays)
 
 
 def host_shape(batch: Any) -> tuple[int, ...]:
@@ -184,7 +190,6 @@ def host_shape(batch: Any) -> tuple[int, ...]:
 
 def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
     """pmap-style ``(NP, bs, ...)`` array: element ``i`` lives on pipeline ``i``'s device."""
-    import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -196,7 +201,7 @@ def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
     shards = [device_array(b, d)[None] for b, d in zip(batches, devices)]
     mesh = Mesh(np.array(devices, dtype=object), ("device",))
     shape = (len(batches),) + tuple(shards[0].shape[1:])
-    return jax.make_array_from_single_device_arrays(shape, NamedSharding(mesh, PartitionSpec("device")), shards)
+    return global_array(shape, NamedSharding(mesh, PartitionSpec("device")), shards)
 
 
 def row_sharding(sharding, global_shape: tuple[int, ...], bs: int):

@@ -217,15 +217,13 @@ def _global_arrays(output_map: list[str], shardings: dict):
     ``global_array = (sharding, array)``, so ``next()`` returns it without assembling anything."""
 
     def finish(outputs: list) -> None:
-        import jax
-
         for name, out in zip(output_map, outputs):
             sharding = shardings.get(name)
             if sharding is None or not isinstance(out, TensorListGPU) or not out.is_dense_tensor():
                 continue
             arr = out.jax_array()
             if len(arr.devices()) == 1:
-                out.global_array = (sharding, jax.make_array_from_single_device_arrays(arr.shape, sharding, [arr]))
+                out.global_array = (sharding, assembly.global_array(arr.shape, sharding, [arr]))
 
     return finish
 
