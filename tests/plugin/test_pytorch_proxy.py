@@ -354,10 +354,12 @@ def test_nothing_is_left_running_after_the_server_and_pipeline_are_gone():
     server.start_thread()  # a server left running is stopped when it is garbage-collected
     assert len(proxy_threads()) == 1
     del server, loader
-    gc.collect()
+    gc.collect()  # the finalizer signals the server thread to stop; it exits on its own shortly after
     pipe.close()
     join_queue_feeders()
-    assert {t.ident for t in threading.enumerate()} - before == set()
+    for thread in proxy_threads():
+        thread.join(10)
+    assert [(t.name, t.daemon) for t in threading.enumerate() if t.ident not in before] == []
     assert multiprocessing.active_children() == []
 
 
