@@ -50,7 +50,9 @@ _LIST_LINE = re.compile(r"^(.*\S)\s+(-?\d+)\s*$")
 def parse_file_list(list_path: str, base_dir: str | None) -> tuple[list[str], list[int]]:
     """Parses ``path label`` lines, reading each from its end, so paths may contain spaces.
 
-    Empty lines are skipped; relative paths are joined to ``base_dir`` (default: the list's folder).
+    Everything before the whitespace that precedes the label is the path, leading spaces included
+    (as in DALI). Blank lines are skipped; relative paths are joined to ``base_dir`` (default: the
+    list's folder).
     """
     base = base_dir if base_dir is not None else os.path.dirname(os.path.abspath(list_path))
     paths, labels = [], []
@@ -62,7 +64,7 @@ def parse_file_list(list_path: str, base_dir: str | None) -> tuple[list[str], li
             if m is None:
                 raise ValueError(f"fn.readers.file: line {lineno} of file_list {list_path!r} is not "
                                  f"'<path> <integer label>': {line.rstrip()!r}")
-            path = m.group(1).lstrip()
+            path = m.group(1)
             paths.append(path if os.path.isabs(path) else os.path.join(base, path))
             labels.append(int(m.group(2)))
     return paths, labels
