@@ -46,6 +46,7 @@ class DALIDataType(enum.IntEnum):
     FLOAT64 = 10
     BOOL = 11
     STRING = 12
+    FEATURE = 17
     IMAGE_TYPE = 20
     DATA_TYPE = 21
     INTERP_TYPE = 22
@@ -207,6 +208,15 @@ def Constant(value: Any, dtype: DALIDataType | None = None, shape: Any = None, l
         arr = np.broadcast_to(arr, shape).copy() if arr.size == 1 else arr.reshape(shape)
     return constant_node(arr, layout=layout or "", device=device or "cpu")
 
+
+#: DALI's legacy layout names, still found in older pipelines (``output_layout=types.NCHW``): plain
+#: layout strings of one sample, as in DALI.
+NHWC = "HWC"
+NCHW = "CHW"
+NFHWC = "FHWC"
+NFCHW = "FCHW"
+SAME = ""
+__all__ += ["NHWC", "NCHW", "NFHWC", "NFCHW", "SAME"]
 
 # DALI's module-level aliases (types.RGB, types.FLOAT, types.INTERP_LINEAR, ...).
 for _enum in (DALIDataType, DALIImageType, DALIInterpType):
