@@ -51,12 +51,11 @@ def split_pipeline_kwargs(func: Callable, kwargs: dict[str, Any]) -> tuple[dict,
 
 
 def _flatten_outputs(result: Any) -> tuple:
+    """A tuple is several outputs, None none; anything else (a list too: a constant) is one output."""
     if result is None:
         return ()
     if isinstance(result, tuple):
         return result
-    if isinstance(result, list):
-        return tuple(result)
     return (result,)
 
 
@@ -66,7 +65,8 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
     Keywords given to the decorator are Pipeline defaults; keywords given at call time override
     them. At call time, a keyword that names a parameter of the function goes to the function,
     otherwise to the Pipeline. The function runs once, inside the pipeline scope; its return
-    value (a node, a tuple of nodes, constants or None) becomes the pipeline outputs.
+    value becomes the pipeline outputs: a tuple is one output per element, None is no output, and
+    anything else (a node, or a constant such as ``[1, 2]``) is one output.
 
     Example::
 
@@ -84,14 +84,17 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
             raise TypeError(f"The pipeline function `{func.__name__}` must not take **kwargs: keyword arguments "
                             "are routed to the function or to the Pipeline by name")
         unknown = set(pipeline_kwargs) - PIPELINE_ARGS - set(_DROPPED_KEYWORDS)
-        unknown -= set(inspect.signature(func).parameters)
         if unknown:
-            raise TypeError(f"pipeline_def() got unexpected keyword arguments {sorted(unknown)}")
+            raise TypeError(f"pipeline_def() got unexpected keyword arguments {sorted(unknown)}: the decorator "
+                            "takes Pipeline arguments only (pass graph-function arguments when calling)")
+        # The decorator's keywords are Pipeline defaults only, even where they name a parameter of the
+        # function (as in DALI); only call-time keywords are routed by name.
+        defaults = {k: v for k, v in pipeline_kwargs.items() if k not in _DROPPED_KEYWORDS}
 
         @functools.wraps(func)
         def create_pipeline(*args: Any, **kwargs: Any) -> Pipeline:
-            fn_kwargs, pipe_kwargs = split_pipeline_kwargs(func, {**pipeline_kwargs, **kwargs})
-            pipe = Pipeline(**pipe_kwargs)
+            fn_kwargs, pipe_kwargs = split_pipeline_kwargs(func, kwargs)
+            pipe = Pipeline(**{**defaults, **pipe_kwargs})
             with pipe:
                 result = func(*args, **fn_kwargs)
             pipe.set_outputs(*_flatten_outputs(result))

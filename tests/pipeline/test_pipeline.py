@@ -93,6 +93,55 @@ def test_constant_outputs_and_nested_lists():
     with pytest.raises(TypeError, match="containing DataNodes"):
         nested()
 
+    # Only a tuple is several outputs: a returned list is one output, a constant (DALI 2.4)...
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def a_list():
+        return [1, 2]
+
+    (c,) = a_list().run()
+    np.testing.assert_array_equal(c.as_array(), [[1, 2], [1, 2]])
+
+    # ... so a list of nodes (e.g. a multi-output operator's result) must be unpacked.
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def reader_result():
+        return fn.external_source(source=lambda: ([np.zeros(1)] * 2, [np.ones(1)] * 2), num_outputs=2)
+
+    with pytest.raises(TypeError, match="output 0 is a list containing DataNodes"):
+        reader_result()
+
+
+def test_decorator_keywords_are_pipeline_defaults_even_when_they_name_a_parameter():
+    seen = {}
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=7)
+    def p(seed=0):
+        seen["seed"] = seed
+        return fn.random.coin_flip()
+
+    pipe = p()
+    assert (seen["seed"], pipe.seed) == (0, 7)  # DALI 2.4 routes only call-time keywords by name
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['root'\]"):
+        @pipeline_def(batch_size=2, root="/data")
+        def q(root):
+            return None
+
+
+def test_conditionals_and_debug_keywords_are_dropped_unless_declared():
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_conditionals=False)
+    def plain():
+        return fn.random.coin_flip()
+
+    assert plain(debug=False, enable_conditionals=False).max_batch_size == 2
+    seen = {}
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def declares(debug):
+        seen["debug"] = debug
+        return fn.random.coin_flip()
+
+    declares(debug="yes")
+    assert seen["debug"] == "yes"
+
 
 def test_pipeline_current_inside_definition():
     holder = {}
