@@ -75,7 +75,6 @@ class GraphRunner:
         #: Seconds spent in ``run_iteration`` (the producer's busy time) and batches produced.
         self.busy_seconds = 0.0
         self.batches = 0
-        self.needs_device = any(n.device != "cpu" for n, _ in ops) or any(o.device == "gpu" for o in outputs)
         # (output device, ids of the host operator nodes moved into the device stage); read once per
         # iteration, replaced as a whole by set_output_device.
         self._device_mode: tuple = (None, frozenset(), None)

@@ -231,6 +231,22 @@ def test_mixing_api_styles_is_an_error():
         pipe2.run()
 
 
+def test_framework_iterators_lock_the_iterator_api_style():
+    from jaxdali.plugin.jax import DALIGenericIterator
+
+    pipe = counting()
+    it = DALIGenericIterator([pipe], ["x"])
+    assert np.asarray(next(it)["x"]).ravel().tolist() == [0, 1]
+    with pytest.raises(RuntimeError, match="Currently used: PipelineAPIType.ITERATOR, but trying to use "
+                                           "PipelineAPIType.BASIC"):
+        pipe.run()
+    used = counting()
+    used.run()
+    with pytest.raises(RuntimeError, match="Currently used: PipelineAPIType.BASIC, but trying to use "
+                                           "PipelineAPIType.ITERATOR"):
+        DALIGenericIterator([used], ["x"])
+
+
 def test_external_source_end_reset_and_empty():
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=2)
     def p():
