@@ -514,8 +514,15 @@ DALI_ARGUMENT_INPUTS = {
     "readers.file": set(),
     "decoders.image": set(),
     "decoders.image_random_crop": set(),
+    "image_decoder": set(),
+    "image_decoder_random_crop": set(),
     "external_source": set(),
 }
+
+
+def test_argument_input_table_covers_every_operator():
+    public = {name for name in registry() if not name.startswith("_")}
+    assert public == set(DALI_ARGUMENT_INPUTS)
 
 
 @pytest.mark.parametrize("op", sorted(DALI_ARGUMENT_INPUTS))
@@ -560,6 +567,10 @@ ARGUMENT_INPUT_CASES = [
     ("crop_mirror_normalize", IMG, "HWC", {"crop_h": 4}, "crop_w", 3, 4, F32),
     ("crop_mirror_normalize", IMG, "HWC", {"crop": [3, 3]}, "crop_pos_x", 0.0, 1.0, F32),
     ("crop_mirror_normalize", IMG, "HWC", {"crop": [3, 3]}, "crop_pos_y", 1.0, 0.0, F32),
+    ("crop_mirror_normalize", VOL, "DHWC", {"crop_h": 4, "crop_w": 4, "output_layout": "CDHW"}, "crop_d", 2, 3,
+     F32),
+    ("crop_mirror_normalize", VOL, "DHWC", {"crop": [2, 3, 3], "output_layout": "CDHW"}, "crop_pos_z", 1.0, 0.0,
+     F32),
     ("crop_mirror_normalize", IMG, "HWC", {}, "mirror", 1, 0, I32),
     ("crop_mirror_normalize", IMG, "HWC", {}, "mean", [10, 20, 30], [0, 0, 0], F32),
     ("crop_mirror_normalize", IMG, "HWC", {}, "std", [2, 3, 4], [1, 1, 1], F32),
@@ -604,6 +615,11 @@ def _op(name):
     for part in name.split("."):
         f = getattr(f, part)
     return f
+
+
+def test_every_argument_input_has_a_case():
+    cases = {(c[0], c[4]) for c in ARGUMENT_INPUT_CASES}
+    assert {(op, arg) for op, args in DALI_ARGUMENT_INPUTS.items() for arg in args} == cases
 
 
 @pytest.mark.parametrize("op,data,layout,fixed,arg,value,other,dtype", ARGUMENT_INPUT_CASES,
