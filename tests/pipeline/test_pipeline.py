@@ -278,6 +278,8 @@ def test_run_with_inputs_requires_depth_one():
     deep = p(prefetch_queue_depth=2)
     with pytest.raises(RuntimeError, match="prefetch_queue_depth=1"):
         deep.run(data=np.zeros((2, 1), np.int32))
+    serial = p(prefetch_queue_depth=2, exec_pipelined=False)  # not running ahead: allowed as well
+    assert serial.run(data=np.array([[4]], np.int32))[0].as_array().tolist() == [[5]]
 
 
 def test_feed_input_ahead_with_prefetch():
