@@ -1,8 +1,10 @@
 """Tests for jaxdali.plugin.base_iterator: LastBatchPolicy, EpochCounters and _DaliBaseIterator.
 
-Every behaviour case runs twice: once through a small driver of the pure ``EpochCounters`` state
-machine written here from spec §2.4-2.5 (``drive_counters``), once through ``_DaliBaseIterator``
-over fake pipelines (``ListIterator``). Both simulate readers with ``sampling.stream_indices``.
+Every behaviour case runs through a small driver of the pure ``EpochCounters`` state machine
+written here from spec §2.4-2.5 (``CountersDriver``) and through ``_DaliBaseIterator`` over fake
+pipelines (``ListIterator``); both simulate readers with ``sampling.stream_indices``. The reader
+cases run a third time end to end (driver "jax"): real one-byte files, jaxdali's file reader and
+the JAX ``DALIGenericIterator``, so the tables also hold for the real reader and prefetching.
 Expected sequences come from spec §2.9-2.10 and §8, which were observed on DALI 2.4; where a
 sequence was not in the spec it was generated with DALI 2.4 and pasted here (marked "DALI 2.4").
 Sample values are 0-based dataset indices.
@@ -13,11 +15,14 @@ import json
 import logging
 import warnings
 
+import numpy
 import pytest
 
+from jaxdali import fn, pipeline_def
 from jaxdali.ops.sampling import ShardSpec, stream_indices
 from jaxdali.plugin import base_iterator as bi
 from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator
+from jaxdali.plugin.jax import DALIGenericIterator
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 
@@ -300,10 +305,56 @@ def build_both(kind, **case):
     return driver, it
 
 
-DRIVERS = ["counters", "iterator"]
+class JaxListIterator(DALIGenericIterator):
+    """The JAX iterator with its batches in ``ListIterator``'s form: per pipeline, a list of values."""
+
+    def __next__(self):
+        data = numpy.asarray(super().__next__()["data"])
+        return data.reshape(len(self._pipes), self.batch_size).tolist()
 
 
-def run_case(driver_kind, kind, num_epochs, stop="stopiteration", **case):
+def real_reader_iterator(files, n, s, bs, stick=False, pad=False, shards=None, policy=FILL, auto_reset=False):
+    """A reader case end to end: ``n`` real files, one CPU pipeline per shard in ``shards``, each with
+    jaxdali's file reader, wrapped in the JAX iterator."""
+
+    @pipeline_def(batch_size=bs, num_threads=1, device_id=None)
+    def reader(shard_id):
+        data, _ = fn.readers.file(files=files(n), shard_id=shard_id, num_shards=s, pad_last_batch=pad,
+                                  stick_to_shard=stick, name="Reader")
+        return data
+
+    pipes = [reader(k) for k in (range(s) if shards is None else shards)]
+    return JaxListIterator(pipes, ["data"], reader_name="Reader", last_batch_policy=policy, auto_reset=auto_reset)
+
+
+def real_counter_iterator(size, bs, np=1, stop_after=None, policy=FILL, padded=False, auto_reset=False):
+    """A size-mode case end to end: ``np`` CPU pipelines whose per-sample ``external_source`` is the
+    counter source (offset 100 * pipeline), wrapped in the JAX iterator."""
+
+    @pipeline_def(batch_size=bs, num_threads=1, device_id=None)
+    def counter(offset):
+        def sample(info):
+            if stop_after is not None and info.iteration >= stop_after:
+                raise StopIteration
+            return numpy.array([info.idx_in_epoch + offset], numpy.int32)
+
+        return fn.external_source(source=sample, batch=False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # W2: size without reader
+        return JaxListIterator([counter(100 * j) for j in range(np)], ["data"], size=size, last_batch_policy=policy,
+                               last_batch_padded=padded, auto_reset=auto_reset)
+
+
+SIMULATED = ["counters", "iterator"]
+DRIVERS = SIMULATED + ["jax"]
+
+
+def run_case(driver_kind, kind, num_epochs, stop="stopiteration", files=None, **case):
+    """Runs a case through one driver; ``files`` (the ``index_files`` fixture) is needed by "jax"."""
+    if driver_kind == "jax":
+        it = real_reader_iterator(files, **case) if kind == "reader" else real_counter_iterator(**case)
+        return run_epochs(it, num_epochs, stop)
     driver, it = build_both(kind, **case)
     return run_epochs(driver if driver_kind == "counters" else it, num_epochs, stop)
 
@@ -414,10 +465,15 @@ READER_CASES = [
 ]
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
-@pytest.mark.parametrize("name, case, expected", READER_CASES, ids=[c[0] for c in READER_CASES])
-def test_reader_mode_epochs(driver, name, case, expected):
-    got = normalize(run_case(driver, "reader", len(expected), **case))
+def with_drivers(cases):
+    """Each (name, case, expected) row once per driver; the JAX driver leaves out PARTIAL (PyTorch only)."""
+    return [pytest.param(driver, *row, id=f"{row[0]}-{driver}") for row in cases for driver in DRIVERS
+            if not (driver == "jax" and row[1].get("policy") is PARTIAL)]
+
+
+@pytest.mark.parametrize("driver, name, case, expected", with_drivers(READER_CASES))
+def test_reader_mode_epochs(driver, name, case, expected, index_files):
+    got = normalize(run_case(driver, "reader", len(expected), files=index_files, **case))
     assert [g[:2] for g in got] == [e[:2] for e in expected], "(size, len) per epoch"
     assert got == expected
 
@@ -433,35 +489,50 @@ def test_reader_mode_epochs(driver, name, case, expected):
         (dict(n=11, s=4, bs=2, policy=FILL), [2, 1, 2, 1, 1, 2]),  # E9
     ],
 )
-def test_reader_mode_batches_per_epoch_follow_len(driver, case, batches_per_epoch):
-    got = run_case(driver, "reader", len(batches_per_epoch), **case)
+def test_reader_mode_batches_per_epoch_follow_len(driver, case, batches_per_epoch, index_files):
+    got = run_case(driver, "reader", len(batches_per_epoch), files=index_files, **case)
     assert [len(batches) for _, _, batches in got] == batches_per_epoch
     assert [length for _, length, _ in got] == batches_per_epoch
 
 
+def example_b_epoch(policy, pad, epoch):
+    """Worked example B (N=47, S=2 with shards 0..22 and 23..46, bs 3, two pipelines), epoch ``epoch``
+    (0-based), written from the reader's behaviour (spec §2.1). Without padding each pipeline reads the
+    dataset cyclically from its shard's start, 24 samples per epoch: FILL returns 8 batches, DROP 7
+    (it fetches and drops the 8th). With padding, pipeline j reads shard (j + epoch) mod 2 each epoch,
+    shard 0 padded with a second 22."""
+    shards = [list(range(23)) + [22], list(range(23, 47))]
+    if pad:
+        streams = [shards[(j + epoch) % 2] for j in range(2)]
+    else:
+        streams = [[(start + 24 * epoch + i) % 47 for i in range(24)] for start in (0, 23)]
+    steps = 7 if policy is DROP else 8
+    return [[stream[3 * b:3 * b + 3] for stream in streams] for b in range(steps)]
+
+
 @pytest.mark.parametrize("driver", DRIVERS)
-def test_worked_example_b_boundaries(driver):
-    (size, _, e1), (_, _, e2) = run_case(driver, "reader", 2, n=47, s=2, bs=3, policy=FILL)
-    assert size == 24
-    assert e1[-1] == [[21, 22, 23], [44, 45, 46]] and e2[0] == [[24, 25, 26], [0, 1, 2]]
-    (size, _, e1), _ = run_case(driver, "reader", 2, n=47, s=2, bs=3, policy=DROP)
-    assert size == 23 and [v for b in e1 for v in b[0]] == list(range(21))
-    assert [v for b in e1 for v in b[1]] == list(range(23, 44))
-    (_, _, e1), (_, _, e2) = run_case(driver, "reader", 2, n=47, s=2, bs=3, pad=True, policy=FILL)
-    assert e1[-1] == [[21, 22, 22], [44, 45, 46]] and e2[0] == [[23, 24, 25], [0, 1, 2]]
+@pytest.mark.parametrize("policy, pad", [(FILL, False), (DROP, False), (FILL, True)])
+def test_worked_example_b_four_epochs(driver, policy, pad, index_files):
+    # Spec: FILL no pad size 24, ends [21,22,23│44,45,46], epoch 2 starts [24,25,26│0,1,2]; DROP no pad
+    # size 23, epoch 1 = [0..20│23..43]; FILL pad ends [21,22,22│44,45,46], then the shards swap.
+    epochs = run_case(driver, "reader", 4, files=index_files, n=47, s=2, bs=3, pad=pad, policy=policy)
+    expected = [example_b_epoch(policy, pad, e) for e in range(4)]
+    assert [batches for _, _, batches in epochs] == expected
+    assert [length for _, length, _ in epochs] == [len(e) for e in expected]
+    assert epochs[0][0] == (23 if policy is DROP else 24)
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("n, s, bs", [(7, 1, 2), (10, 3, 2), (10, 3, 3), (9, 2, 3), (11, 4, 2)])
-def test_drop_reset_after_len_batches_equals_running_into_stopiteration(driver, pad, n, s, bs):
+def test_drop_reset_after_len_batches_equals_running_into_stopiteration(driver, pad, n, s, bs, index_files):
     # D7: a user stopping after len() batches and calling reset() sees the same next epochs.
     case = dict(n=n, s=s, bs=bs, pad=pad, policy=DROP)
-    assert run_case(driver, "reader", 2 * s + 2, "len", **case) == run_case(
-        driver, "reader", 2 * s + 2, **case)
+    assert run_case(driver, "reader", 2 * s + 2, "len", files=index_files, **case) == run_case(
+        driver, "reader", 2 * s + 2, files=index_files, **case)
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", SIMULATED)
 def test_reader_epoch_properties_over_small_layouts(driver):
     """E13-style matrix: len() is the number of steps; with padding shards never overlap; PARTIAL
     returns exactly the shard; DROP at most the shard; FILL+pad the whole shard plus padding; FILL
@@ -561,8 +632,7 @@ SIZE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
-@pytest.mark.parametrize("name, case, expected", SIZE_CASES, ids=[c[0] for c in SIZE_CASES])
+@pytest.mark.parametrize("driver, name, case, expected", with_drivers(SIZE_CASES))
 def test_size_mode_epochs(driver, name, case, expected):
     if driver == "counters" and case.get("auto_reset") == "yes":
         case = dict(case, auto_reset=True)

@@ -98,6 +98,7 @@ def test_i7_g6_same_arguments_and_decorators():
     assert sig(DALIGenericIterator.__init__) == ["self", "pipelines", "output_map", "size", "reader_name",
                                                  "auto_reset", "last_batch_padded", "last_batch_policy",
                                                  "prepare_first_batch", "sharding", "pmap_compatible"]
+    assert sig(DALIGenericPeekableIterator.__init__) == sig(DALIGenericIterator.__init__)
     assert sig(peekable_data_iterator) == sig(data_iterator)
 
 

@@ -100,7 +100,7 @@ def test_iterating_epochs_with_for_loops_reset_automatically(index_files):
         assert [values(b) for b in it] == [[0, 1], [2, 3], [4, 5], [6, 6]]
 
 
-# -- errors (E1–E7, E17, E25–E31) -------------------------------------------------------------------------
+# -- errors (E1–E14, E16, E17, E25–E31; E15, E21: test_jax_checkpoint.py, E22, E23: test_jax_clu.py) ---------
 
 def test_constructor_errors(index_files):
     files = index_files(7)
@@ -117,6 +117,60 @@ def test_constructor_errors(index_files):
         DALIGenericIterator(mk(), ["data"], sharding="batch")
     with pytest.raises(ValueError, match="Unsupported value for `auto_reset`"):
         DALIGenericIterator(mk(), ["data"], auto_reset=1)
+
+
+@pytest.mark.filterwarnings("ignore:Please set `reader_name`")
+def test_errors_of_real_pipelines_keep_dali_types_and_texts(index_files):
+    """E6, E8-E14 and E16 with real pipelines (the same checks run over fake pipelines in
+    test_base_iterator.py): the exception type and text are DALI's."""
+    files = index_files(8)
+
+    def mk(bs=2, files=files, **kw):
+        return files_pipe(files, batch_size=bs, device_id=None, **kw)
+
+    def it(pipes, **kw):
+        return lambda: DALIGenericIterator(pipes, ["data"], **kw)
+
+    cases = [
+        (it([mk(), mk(3)], reader_name="Reader"), AssertionError,
+         "All pipelines should have the same batch size set"),  # E6
+        (it(mk(), size=0), AssertionError, "Size cannot be 0"),  # E8
+        (it([mk(), mk()]), AssertionError, "Negative size is supported only for a single pipeline"),  # E9
+        (it(mk(), reader_name="Reader", size=8), AssertionError,
+         "When reader_name is provided, size should not be set"),  # E10
+        (it(mk(), reader_name="Reader", last_batch_padded=True), AssertionError,
+         "When reader_name is provided, last_batch_padded should not be set"),  # E11
+        (it(mk(), reader_name="Nope"), RuntimeError,
+         'Assert on "meta" failed: Operator Nope  not found or does not expose valid metadata.'),  # E12
+        (it([mk(), mk(files=files[:7])], reader_name="Reader"), AssertionError,
+         "Reader Operator should have the same size value in all the pipelines."),  # E13
+        (it([mk(shard_id=0, num_shards=2), mk(shard_id=1, num_shards=4)], reader_name="Reader"), AssertionError,
+         "Reader Operator should have the same `num_shards` argument set in all the pipelines."),
+        (it([mk(shard_id=0, num_shards=2, pad=True), mk(shard_id=1, num_shards=2)], reader_name="Reader"),
+         AssertionError, "Reader Operator should have the same `pad_last_batch` argument set in all the pipelines."),
+        (it([mk(shard_id=0, num_shards=2, stick=True), mk(shard_id=1, num_shards=2)], reader_name="Reader"),
+         AssertionError, "Reader Operator should have the same `stick_to_shard` argument set in all the pipelines."),
+        (it(mk(9), reader_name="Reader", last_batch_policy=LastBatchPolicy.DROP), RuntimeError,  # E14
+         "It seems that there is no data in the pipeline. This may happen if `last_batch_policy` is set to PARTIAL "
+         "and the requested batch size is greater than the shard size."),
+    ]
+    for make, error, message in cases:
+        with pytest.raises(error) as info:
+            make()
+        assert message in str(info.value)
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None)
+    def variable():
+        sizes = iter([3, 1] * 5)
+        return fn.external_source(source=lambda: [np.zeros(1, np.uint8)] * next(sizes))
+
+    unbounded = DALIGenericIterator(variable(), ["x"])  # C7: size -1 lets variable batches through
+    assert next(unbounded)["x"].shape == (3, 1) and next(unbounded)["x"].shape == (1, 1)
+    with pytest.raises(AssertionError, match="Variable batch size is not supported by the iterator when reader_name "
+                                             "is provided or iterator size is set explicitly"):  # E16
+        sized = DALIGenericIterator(variable(), ["x"], size=6)
+        next(sized)  # the batch of 3 prepared by the constructor
+        next(sized)
 
 
 def test_ragged_output_names_the_dense_requirement():
@@ -145,8 +199,9 @@ def test_decorator_errors(index_files):
                             devices=jax.devices())
     with pytest.raises(KeyError, match="batch_size"):
         sharded(files=files)
-    with pytest.raises(TypeError, match="got multiple values for keyword argument 'shard_id'"):
-        sharded(files=files, batch_size=NDEV, shard_id=0)
+    for name in ("device_id", "shard_id", "num_shards", "checkpoint"):  # E30
+        with pytest.raises(TypeError, match=f"files_pipe\\(\\) got multiple values for keyword argument '{name}'"):
+            sharded(files=files, batch_size=NDEV, **{name: 0})
     with pytest.raises(ValueError, match="not a valid JSON string"):  # (E27 itself: see test_jax_elastic.py)
         sharded(files=files, batch_size=NDEV, checkpoints=[b"x"])
     single = data_iterator(files_pipe._graph_function, output_map=["data"], reader_name="Reader")
@@ -174,12 +229,38 @@ def test_g1_g2_g7_functional_form_defaults_and_name(index_files):
     assert data_iterator(my_loader, output_map=["label"]).__name__ == "my_loader"
 
 
+def test_g3_function_parameters_are_forwarded(index_files):
+    it = data_iterator(files_pipe._graph_function, output_map=["data"], reader_name="Reader")(
+        files=index_files(47), num_shards=2, batch_size=3, device_id=None)
+    assert it.size == 24 and values(next(it)) == [0, 1, 2]
+
+
+@needs8
+def test_decorator_mode_2_builds_one_pipeline_per_device(index_files):
+    """device_id = local index, shard_id = position in jax.devices() (not in the mesh), num_shards =
+    device count, batch = global // devices, num_threads 4 by default. The mesh lists the devices in
+    reverse, so the global rows hold the shards in reverse."""
+    files = index_files(47)
+    sharding = NamedSharding(Mesh(jax.devices()[::-1], ("batch",)), P("batch"))
+    loader = data_iterator(files_pipe._graph_function, output_map=["data"], reader_name="Reader", sharding=sharding)
+    it = loader(files=files, batch_size=16)
+    assert [p.device_id for p in it._pipes] == list(range(8))
+    assert [p.reader_meta("Reader")["shard_id"] for p in it._pipes] == list(range(8))
+    assert {p.reader_meta("Reader")["number_of_shards"] for p in it._pipes} == {8}
+    assert {(p.max_batch_size, p.num_threads) for p in it._pipes} == {(2, 4)}
+    starts = [47 * k // 8 for k in range(8)]
+    assert values(next(it)) == [starts[k] + i for k in reversed(range(8)) for i in range(2)]
+    with pytest.raises(ValueError, match="global batch_size=12 must be a positive multiple of the 8 devices"):
+        loader(files=files, batch_size=12)
+
+
 # -- assembly (F) ------------------------------------------------------------------------------------------
 
 def test_f1_two_cpu_pipelines_stack(index_files):
     files = index_files(7)
     pipes = [files_pipe(files, batch_size=2, device_id=None, shard_id=k, num_shards=2) for k in range(2)]
-    batch = next(DALIGenericIterator(pipes, ["data"], reader_name="Reader"))
+    # pmap_compatible=False does not remove the device axis of several pipelines (as in DALI)
+    batch = next(DALIGenericIterator(pipes, ["data"], reader_name="Reader", pmap_compatible=False))
     assert batch["data"].shape == (2, 2, 1)
     assert np.asarray(batch["data"]).reshape(2, 2).tolist() == [[0, 1], [3, 4]]
 
@@ -190,6 +271,11 @@ def test_f2_f3_single_pipeline_sharding_and_pmap_compatible(index_files):
     batch = next(DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), ["data"], reader_name="Reader",
                                      sharding=sharding))
     assert batch["data"].shape == (2, 1) and batch["data"].sharding == sharding
+    # any jax.sharding.Sharding, not only NamedSharding
+    single = jax.sharding.SingleDeviceSharding(jax.devices()[-1])
+    batch = next(DALIGenericIterator(files_pipe(files, batch_size=2, device_id=len(jax.devices()) - 1), ["data"],
+                                     reader_name="Reader", sharding=single))
+    assert batch["data"].sharding == single and values(batch) == [0, 1]
     batch = next(DALIGenericIterator(files_pipe(files, batch_size=2, device_id=None), ["data"], reader_name="Reader",
                                      pmap_compatible=True))
     assert batch["data"].shape == (1, 2, 1)
@@ -205,7 +291,7 @@ def test_f6_decorator_sharding_rows_follow_devices(index_files):
     def loader(files, shard_id, num_shards):
         return fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, name="Reader")[0]
 
-    it = loader(files=files, batch_size=16, device_id=None) if False else loader(files=files, batch_size=16)
+    it = loader(files=files, batch_size=16)
     assert it.size == 47 // 8 and len(it) == 2
     batches = list(it)
     assert len(batches) == 2
@@ -244,6 +330,58 @@ def test_f8_device_id_places_outputs(index_files):
     it = data_iterator(files_pipe._graph_function, output_map=["data"])(files=index_files(4), batch_size=2,
                                                                         device_id=3)
     assert next(it)["data"].devices() == {jax.local_devices()[3]}
+
+
+def _gray_jpegs(folder, n):
+    """n real 8x12 JPEG files, file i a uniform gray of value 10 * i (decodes exactly)."""
+    import cv2
+
+    folder.mkdir()
+    paths = [str(folder / f"{i:02d}.jpg") for i in range(n)]
+    for i, path in enumerate(paths):
+        assert cv2.imwrite(path, np.full((8, 12, 3), 10 * i, np.uint8))
+    return paths
+
+
+@needs8
+@pytest.mark.parametrize("mode", ["stacked", "sharded"])
+def test_device_id_places_device_and_cpu_outputs_on_that_device(tmp_path, mode):
+    """Pipeline k reads shard k of 8 on local device 7 - k. Its device outputs (a "mixed" decoder,
+    ``.gpu()``, a ``device="gpu"`` operator) are made on that device and its CPU output is placed there.
+    Stacked: element k lives on device 7 - k. Sharded over ``Mesh(jax.devices())``: the row block at
+    mesh position p is the batch of the pipeline on device p, i.e. shard 7 - p (spec §3)."""
+    from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+
+    files = _gray_jpegs(tmp_path / "jpegs", 16)
+
+    @pipeline_def(batch_size=2, num_threads=1)
+    def p(shard_id):
+        jpegs, labels = fn.readers.file(files=files, shard_id=shard_id, num_shards=8, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed")
+        return images, labels.gpu(), fn.cast(labels, dtype=types.FLOAT, device="gpu"), labels
+
+    outs = p(3, device_id=5).run()
+    assert [type(o) for o in outs] == [TensorListGPU] * 3 + [TensorListCPU]
+    assert all(o.jax_array().devices() == {jax.local_devices()[5]} for o in outs[:3])
+
+    names = ["images", "labels_gpu", "cast", "labels"]
+    sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), P("batch")) if mode == "sharded" else None
+    it = DALIGenericIterator([p(k, device_id=7 - k) for k in range(8)], names, reader_name="Reader",
+                             sharding=sharding)
+    batch = next(it)
+    for name in names:
+        arr = batch[name]
+        assert arr.shape[:2] == ((8, 2) if mode == "stacked" else (16, 8 if name == "images" else 1)), name
+        for shard in arr.addressable_shards:
+            if mode == "stacked":
+                k = shard.index[0].start
+                assert shard.device == jax.local_devices()[7 - k], name
+            else:
+                position = shard.index[0].start // 2
+                assert shard.device == jax.devices()[position], name
+                k = 7 - position
+            data = np.asarray(shard.data).reshape(2, -1)[:, 0]
+            assert data.tolist() == ([20 * k, 20 * k + 10] if name == "images" else [2 * k, 2 * k + 1]), name
 
 
 @needs8
@@ -365,6 +503,9 @@ def test_f4_f5_hand_built_pipelines_on_two_devices(mode):
 def test_importing_jaxdali_does_not_import_jax(subprocess_env):
     code = ("import sys, jaxdali, jaxdali.plugin.jax\n"
             "assert 'jax' not in sys.modules, 'jax imported'\n"
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('torch', 'jax_plugins', 'jax_cuda12_plugin', "
+            "'nvidia')], 'torch, a JAX GPU plugin or an NVIDIA library imported'\n"
+            "assert 'libcuda' not in open('/proc/self/maps').read(), 'CUDA driver loaded'\n"
             "from jaxdali import fn, pipeline_def\n"
             "@pipeline_def(batch_size=2, num_threads=1, device_id=None)\n"
             "def p():\n    return fn.random.uniform()\n"

@@ -8,10 +8,7 @@ import socket
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-
-from jaxdali.ops import sampling
 
 WORKER = pathlib.Path(__file__).parent / "helpers" / "multihost_worker.py"
 N_FILES = 45
@@ -26,21 +23,23 @@ def _free_port() -> int:
 
 
 def _expected_epoch(epoch: int) -> list[list[int]]:
-    """Per step: sum of all rows (padding included), masked sum and count, from the dataset alone."""
-    labels = np.array([(i * i) % 97 for i in range(N_FILES)])
-    steps = -(-sampling.padded_shard_size(N_FILES, NUM_SHARDS) // BS)
+    """Per step: sum, row-weighted sum, masked sum and count of the global batch, from the dataset and
+    the reader's contract (spec §2.1) alone: shard k = samples [k*N//S, (k+1)*N//S); with
+    pad_last_batch each reader-epoch e reads shard (k + e) mod S and repeats its last sample up to
+    ceil(ceil(N/S)/bs)*bs samples; row block k of the global batch is device k's shard."""
+    labels = [(i * i) % 97 for i in range(N_FILES)]
+    shards = [list(range(N_FILES * k // NUM_SHARDS, N_FILES * (k + 1) // NUM_SHARDS)) for k in range(NUM_SHARDS)]
+    steps = -(-(-(-N_FILES // NUM_SHARDS)) // BS)
     out = []
     for step in range(steps):
-        total = masked = count = 0
+        rows, real = [], []
         for k in range(NUM_SHARDS):
-            spec = sampling.ShardSpec(N_FILES, NUM_SHARDS, k, pad_last_batch=True, batch_size=BS)
-            start = (epoch * steps + step) * BS
-            idx = sampling.stream_indices(spec, start, BS)
-            pad = sampling.stream_is_padding(spec, start, BS)
-            total += int(labels[idx].sum())
-            masked += int(labels[idx][~pad].sum())
-            count += int((~pad).sum())
-        out.append([total, masked, count])
+            shard = shards[(k + epoch) % NUM_SHARDS]
+            for i in range(step * BS, (step + 1) * BS):
+                rows.append(labels[shard[min(i, len(shard) - 1)]])
+                real.append(i < len(shard))
+        weighted = sum(w * r for w, r in enumerate(rows, start=1))
+        out.append([sum(rows), weighted, sum(r for r, m in zip(rows, real) if m), sum(real)])
     return out
 
 
@@ -67,8 +66,11 @@ def test_two_processes_four_devices_global_reduction(tmp_path, subprocess_env):
     # The second process's devices have ids from 2048 up, not 4..7: shard ids must be positions.
     assert results[0]["devices"][4] != 4
     expected = [_expected_epoch(e) for e in range(2)]
+    assert expected[0] != expected[1]  # the shards rotate: the weighted sums see it
     for r in results:
         assert r["epochs"] == expected
+        assert r["pmap_error"] == ("Iterator compatible with pmapped JAX functions does not support running in "
+                                   "multiprocess mode. Use `sharding` argument instead.")  # E28
     for epoch in expected:
-        assert sum(b[1] for b in epoch) == sum((i * i) % 97 for i in range(N_FILES))
-        assert sum(b[2] for b in epoch) == N_FILES
+        assert sum(b[2] for b in epoch) == sum((i * i) % 97 for i in range(N_FILES))
+        assert sum(b[3] for b in epoch) == N_FILES

@@ -6,6 +6,7 @@ Needs the ``clu`` package (``pip install clu``); ``jaxdali.plugin.jax`` does not
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
 import threading
 from typing import Any
 
@@ -44,6 +45,9 @@ class DALIGenericPeekableIterator(DALIGenericIterator, PeekableDatasetIterator):
         self._spec: dict | None = None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         super().__init__(*args, **kwargs)
+
+    # inspect.signature() shows DALIGenericIterator's parameters, as DALI's peekable iterator has them.
+    __init__.__signature__ = inspect.signature(DALIGenericIterator.__init__)
 
     def _checked(self, batch: dict) -> dict:
         spec = {name: get_spec_for_array(arr) for name, arr in batch.items()}

@@ -1,7 +1,8 @@
 """One process of the multi-host test: 4 local CPU devices, joined to the others on localhost.
 
 Usage: python multihost_worker.py PROCESS_ID NUM_PROCESSES PORT FILE_DIR
-Prints one JSON line with, per epoch, the jitted global sums of each batch and the masked totals.
+Prints one JSON line with, per epoch, the jitted global reductions of each batch, and the error the
+pmap-style decorator (``devices=``) raises in a multi-process run.
 """
 
 import json
@@ -29,8 +30,7 @@ labels = [(i * i) % 97 for i in range(len(files))]
 sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
 
 
-@data_iterator(output_map=["label"], reader_name="Reader", sharding=sharding)
-def loader(shard_id, num_shards):
+def read_labels(shard_id, num_shards):
     _, label = fn.readers.file(files=files, labels=labels, shard_id=shard_id, num_shards=num_shards,
                                pad_last_batch=True, name="Reader")
     return label
@@ -38,16 +38,27 @@ def loader(shard_id, num_shards):
 
 @jax.jit
 def reduce(label, mask):
-    return jnp.sum(label), jnp.sum(label[:, 0] * mask), jnp.sum(mask)
+    """Sum, row-position-weighted sum (sees which shard is in which row block), masked sum, count."""
+    rows = label[:, 0]
+    return jnp.sum(rows), jnp.sum(rows * jnp.arange(1, rows.shape[0] + 1)), jnp.sum(rows * mask), jnp.sum(mask)
 
 
-it = loader(batch_size=16, prefetch_queue_depth=2)
+it = data_iterator(read_labels, output_map=["label"], reader_name="Reader", sharding=sharding)(
+    batch_size=16, prefetch_queue_depth=2)
 result = {"process": process_id, "devices": [d.id for d in jax.devices()], "epochs": []}
 for epoch in range(2):
     batches = []
     for batch in it:
-        total, masked, count = reduce(batch["label"], it.is_nonpadding)
-        batches.append([int(total), int(masked), int(count)])
+        label = batch["label"]
+        # a global array over both processes' devices, of which this process holds its 4 row blocks
+        assert label.shape == (16, 1) and label.sharding == sharding and not label.is_fully_addressable
+        assert {s.device for s in label.addressable_shards} == set(jax.local_devices())
+        batches.append([int(x) for x in reduce(label, it.is_nonpadding)])
     result["epochs"].append(batches)
+try:
+    data_iterator(read_labels, output_map=["label"], reader_name="Reader", devices=jax.devices())(batch_size=16)
+    result["pmap_error"] = None
+except RuntimeError as e:  # E28
+    result["pmap_error"] = str(e)
 print(json.dumps(result), flush=True)
 jax.distributed.shutdown()
