@@ -134,7 +134,7 @@ class Operator:
         self.args = node.args
         self.build_ctx = build
         seed = node.args.get("seed")
-        self.seed = int(seed) if seed is not None and seed >= 0 else rng.derive_seed(build.seed, node.id)
+        self.seed = int(seed) if seed is not None and seed >= 0 else rng.derive_seed(build.seed, node.seed_index)
 
     def run(self, ctx: RunContext, inputs: list, args: ArgValues) -> Any:
         """Computes one batch; returns a TensorList or a list of them (one per output)."""

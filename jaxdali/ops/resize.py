@@ -26,7 +26,7 @@ LINEAR        triangle 1 - |x|                            1
 CUBIC         Keys cubic with a = -0.5 (Catmull-Rom)      2
 LANCZOS3      sinc(x) sinc(x / 3)                         3
 GAUSSIAN      exp(-4 x^2)                                 1
-TRIANGULAR    LINEAR, always antialiased                  1
+TRIANGULAR    the same as LINEAR (deprecated name)        1
 ============  ==========================================  ========
 
 A tap at input pixel j gets weight ``kernel((j + 0.5 - c) / k)``, normalised per output pixel, with
@@ -197,7 +197,6 @@ def _gaussian(x):
 class _Filter:
     kernel: Callable[[np.ndarray], np.ndarray] | None  # None: nearest neighbour
     radius: float
-    always_antialias: bool = False
 
 
 _FILTERS = {
@@ -206,18 +205,27 @@ _FILTERS = {
     DALIInterpType.INTERP_CUBIC: _Filter(_cubic, 2.0),
     DALIInterpType.INTERP_LANCZOS3: _Filter(_lanczos3, 3.0),
     DALIInterpType.INTERP_GAUSSIAN: _Filter(_gaussian, 1.0),
-    DALIInterpType.INTERP_TRIANGULAR: _Filter(_triangle, 1.0, always_antialias=True),
+    # DALI 2.4 treats the deprecated TRIANGULAR as LINEAR: antialiased only when `antialias` is set
+    # (its default), so TRIANGULAR with antialias=False gives plain linear interpolation.
+    DALIInterpType.INTERP_TRIANGULAR: _Filter(_triangle, 1.0),
 }
 
 
-def _positions(out_len: int, lo: float, hi: float, accumulate: bool) -> np.ndarray:
+def _positions(out_len: int, lo: float, hi: float, accumulate: bool, single: bool = False) -> np.ndarray:
     """Source positions of the output pixel centres.
 
     DALI computes the positions along the innermost spatial axis (W) directly, and along the outer
     axes by adding the step in float32; the drift of the latter decides which pixel nearest
-    neighbour picks at exact ties (e.g. 240 -> 600 rows), so it is reproduced.
+    neighbour picks at exact ties (e.g. 240 -> 600 rows), so it is reproduced. ``single``: compute
+    the direct positions in float32 too, as DALI's nearest neighbour does (lo + (i + 0.5) * step,
+    rounded after the product and after the sum), so that it floors to the same pixel at exact
+    ties along W (e.g. 6 -> 147 columns).
     """
     step = (hi - lo) / out_len
+    if not accumulate and single:
+        f32 = np.float32
+        step32 = f32(f32(hi) - f32(lo)) / f32(out_len)
+        return (f32(lo) + (np.arange(out_len) + 0.5).astype(f32) * step32).astype(np.float64)
     if not accumulate:
         return lo + (np.arange(out_len) + 0.5) * step
     steps = np.full(out_len, np.float32(step), np.float32)
@@ -235,11 +243,11 @@ def axis_taps(in_len: int, out_len: int, lo: float, hi: float, interp: DALIInter
     as DALI does along an outer spatial axis (see ``_positions``).
     """
     filt = _FILTERS[DALIInterpType(interp)]
-    c = _positions(out_len, lo, hi, accumulate)
+    c = _positions(out_len, lo, hi, accumulate, single=filt.kernel is None)
     if filt.kernel is None:
         return np.clip(np.floor(c).astype(np.int64), 0, in_len - 1), None
     step = abs(hi - lo) / out_len
-    k = max(1.0, step) if (antialias or filt.always_antialias) else 1.0
+    k = max(1.0, step) if antialias else 1.0
     reach = filt.radius * k
     taps = max(1, int(math.ceil(2 * reach)))
     first = np.floor(c - 0.5 - reach).astype(np.int64) + 1
@@ -364,8 +372,7 @@ def plan_batch(shapes: np.ndarray, dtype: np.dtype, out_dtype: np.dtype, axes: S
     filt = np.where(shrinks, np.asarray(min_f, np.int64)[:, None], np.asarray(mag_f, np.int64)[:, None])
     # cv2.resize(INTER_LINEAR) where every resampled axis is LINEAR (not widened) over the whole image.
     linear, triangular = int(DALIInterpType.INTERP_LINEAR), int(DALIInterpType.INTERP_TRIANGULAR)
-    axis_ok = (lo == 0) & (hi == in_ext) & (((filt == linear) & ~(antialias & (out_size < in_ext)))
-                                           | ((filt == triangular) & ~(out_size < in_ext)))
+    axis_ok = (lo == 0) & (hi == in_ext) & np.isin(filt, [linear, triangular]) & ~(antialias & (out_size < in_ext))
     cv2_linear = (np.dtype(dtype) in _CV2_DTYPES) & (channels <= 4) & active.any(axis=1) & \
         (axis_ok | ~active).all(axis=1)
     fast_ok = np.array([fast.frame_supported(dtype, out_dtype, int(c)) for c in channels]) if n else np.zeros(0, bool)
@@ -384,14 +391,13 @@ def plan_batch(shapes: np.ndarray, dtype: np.dtype, out_dtype: np.dtype, axes: S
                                            float(hi[i, ai]), DALIInterpType(int(f)), antialias, accumulate)
                 continue
             spec = _FILTERS[DALIInterpType(int(f))]
-            aa = antialias or spec.always_antialias
             step = np.abs(hi[group, ai] - lo[group, ai]) / out_size[group, ai]
-            k = np.maximum(1.0, step) if aa else np.ones(len(group))
+            k = np.maximum(1.0, step) if antialias else np.ones(len(group))
             count = np.maximum(1, np.ceil(2 * spec.radius * k)).astype(np.int64)
             for kk in np.unique(count):
                 sub = group[count == kk]
                 result = fast.batch_axis_taps(spec.kernel, spec.radius, in_ext[sub, ai], out_size[sub, ai],
-                                              lo[sub, ai], hi[sub, ai], np.full(len(sub), aa), accumulate)
+                                              lo[sub, ai], hi[sub, ai], np.full(len(sub), antialias), accumulate)
                 for i, value in zip(sub, result):
                     taps[i][a] = value
     positive = np.isin(filt, [linear, triangular, int(DALIInterpType.INTERP_GAUSSIAN)]) | ~active
@@ -496,11 +502,7 @@ def _cv2_linear_ok(dtype: np.dtype, channels: int, passes, antialias: bool) -> b
     for f, n, m, l, h in passes:
         if not (l == 0 and h == n):
             return False
-        shrinks = m < n
-        if f == DALIInterpType.INTERP_LINEAR:
-            if antialias and shrinks:
-                return False
-        elif f != DALIInterpType.INTERP_TRIANGULAR or shrinks:
+        if f not in (DALIInterpType.INTERP_LINEAR, DALIInterpType.INTERP_TRIANGULAR) or (antialias and m < n):
             return False
     return bool(passes)
 
@@ -790,7 +792,7 @@ class Resize(Operator):
 _INTERP_ARGS = (
     Arg("interp_type", "interp_type", None,
         "Filter for both directions (default INTERP_LINEAR): NN, LINEAR, CUBIC, LANCZOS3, GAUSSIAN, or the "
-        "deprecated TRIANGULAR (LINEAR that always antialiases).", tensor=True),
+        "deprecated TRIANGULAR (the same as LINEAR).", tensor=True),
     Arg("min_filter", "interp_type", None, "Filter where the image shrinks; overrides interp_type.", tensor=True),
     Arg("mag_filter", "interp_type", None, "Filter where the image grows; overrides interp_type.", tensor=True),
     Arg("antialias", "bool", True,

@@ -216,6 +216,9 @@ class OpSchema:
       is_source: produces the batch (readers, external_source): it decides the batch size.
       output_device: where outputs live when that is not implied by the placement ("cpu" for
         the device-to-host copy).
+      seeded: takes a place in the pipeline's sequence of operator seeds. False for the implicit
+        copies (``node.gpu()``, ``node.cpu()``), so moving data between host and device does not
+        change the random streams of the operators defined after the move.
     """
 
     name: str
@@ -229,6 +232,7 @@ class OpSchema:
     rejected: Mapping[str, str] = dataclasses.field(default_factory=dict)
     is_source: bool = False
     output_device: str | None = None
+    seeded: bool = True
 
     def __post_init__(self):
         names = [a.name for a in self.all_args]

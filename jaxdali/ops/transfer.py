@@ -15,8 +15,8 @@ class _Passthrough(Operator):
 
 TO_DEVICE = register(OpSchema(
     name="_to_device", impl=_Passthrough, devices=("mixed",),
-    doc="Moves a batch to the pipeline's JAX device (what `node.gpu()` adds)."))
+    doc="Moves a batch to the pipeline's JAX device (what `node.gpu()` adds).", seeded=False))
 
 TO_HOST = register(OpSchema(
     name="_to_host", impl=_Passthrough, devices=("gpu",), output_device="cpu",
-    doc="Copies a device batch to host memory (what `node.cpu()` adds)."))
+    doc="Copies a device batch to host memory (what `node.cpu()` adds).", seeded=False))

@@ -147,12 +147,17 @@ class DataNode:
 
 
 class OpNode:
-    """One operator instance in a pipeline graph."""
+    """One operator instance in a pipeline graph.
+
+    ``id`` is its position among all operators of the graph; ``seed_index`` its position among the
+    seeded ones (``OpSchema.seeded``), from which an operator without a ``seed`` derives its seed.
+    """
 
     def __init__(self, schema: OpSchema, op_id: int, name: str, device: str, inputs: list[DataNode],
-                 args: dict[str, Any], arg_inputs: dict[str, DataNode], preserve: bool):
+                 args: dict[str, Any], arg_inputs: dict[str, DataNode], preserve: bool, seed_index: int):
         self.schema = schema
         self.id = op_id
+        self.seed_index = seed_index
         self.name = name
         self.device = device
         self.inputs = inputs

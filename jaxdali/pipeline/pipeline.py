@@ -140,7 +140,9 @@ class Pipeline:
         if name in self._names:
             raise RuntimeError(f"fn.{schema.name}: operator name {name!r} is not unique in the pipeline")
         self._names.add(name)
-        node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve)
+        last = self._ops[-1] if self._ops else None
+        seed_index = last.seed_index + last.schema.seeded if last else 0
+        node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve, seed_index)
         out_device = schema.output_device or ("cpu" if device == "cpu" else "gpu")
         n_out = schema.outputs_for(args)
         node.outputs = [DataNode(f"{name}[{i}]" if n_out > 1 else name, out_device, node, i) for i in range(n_out)]

@@ -139,8 +139,9 @@ def test_jpeg_variants_match_opencv():
         assert_jpeg_close(out_gray, cv2_reference(path, gray=True), path.name)
 
 
-def test_flowers_sample_matches_opencv():
-    paths = sorted(_shared("flowers").glob("*/*.jpg"))[::5]
+def test_every_flower_photo_matches_opencv():
+    paths = sorted(_shared("flowers").glob("*/*.jpg"))
+    assert len(paths) == 200
     for path, out in zip(paths, decode_files(paths)):
         assert_jpeg_close(out, cv2_reference(path), path.name)
 
@@ -304,17 +305,22 @@ def test_exif_orientation_of_other_formats(fmt, kwargs):
 
 def _bad_files(good: bytes) -> dict[str, bytes]:
     png = encode(gradient(), "PNG")
+    corrupt_png = bytearray(png)
+    corrupt_png[len(png) // 2] ^= 0xFF  # a damaged byte inside the compressed data (CRC mismatch)
     return {
         "empty.jpg": b"",
         "garbage.jpg": b"this is not an image at all" * 10,
         "truncated.jpg": good[: len(good) // 2],
         "header_only.jpg": good[:100],
         "truncated.png": png[:60],
+        "corrupt.png": bytes(corrupt_png),
     }
 
 
-@pytest.mark.parametrize("name", ["empty.jpg", "garbage.jpg", "truncated.jpg", "header_only.jpg", "truncated.png"])
-def test_bad_file_error_names_the_file(name, tmp_path):
+@pytest.mark.parametrize("op", ["image", "image_random_crop"])
+@pytest.mark.parametrize("name", ["empty.jpg", "garbage.jpg", "truncated.jpg", "header_only.jpg", "truncated.png",
+                                  "corrupt.png"])
+def test_bad_file_error_names_the_file(name, op, tmp_path):
     good = encode(smooth(), "JPEG", quality=90)
     (tmp_path / "good.jpg").write_bytes(good)
     (tmp_path / name).write_bytes(_bad_files(good)[name])
@@ -322,12 +328,12 @@ def test_bad_file_error_names_the_file(name, tmp_path):
 
     def graph():
         jpegs, _ = fn.readers.file(files=files)
-        return fn.decoders.image(jpegs)
+        return getattr(fn.decoders, op)(jpegs)
 
     with pytest.raises(ImageDecodeError) as info:
         run_graph(graph, batch_size=2)
     message = str(info.value)
-    assert message.startswith("fn.decoders.image: sample 1 (") and str(tmp_path / name) in message, message
+    assert message.startswith(f"fn.decoders.{op}: sample 1 (") and str(tmp_path / name) in message, message
 
 
 def test_bad_sample_without_file_name_names_the_index():
@@ -360,6 +366,37 @@ def test_huge_header_is_refused_before_decoding():
     jpeg[sof + 5:sof + 9] = struct.pack(">HH", 60000, 60000)  # height, width
     with pytest.raises(ValueError, match="declares 60000 x 60000"):
         decode([bytes(jpeg)], op="decoders.image_random_crop")
+
+
+def _claim_size(data: bytes, fmt: str, width: int, height: int) -> bytes:
+    """``data`` (a PIL-written BMP, TIFF or extended WebP) with its header's size set to width x height."""
+    out = bytearray(data)
+    if fmt == "BMP":
+        struct.pack_into("<ii", out, 18, width, height)
+    elif fmt == "TIFF":
+        ifd = struct.unpack_from("<I", out, 4)[0]
+        for k in range(struct.unpack_from("<H", out, ifd)[0]):
+            entry = ifd + 2 + 12 * k
+            tag, kind = struct.unpack_from("<HH", out, entry)
+            if tag in (256, 257):  # ImageWidth, ImageLength
+                struct.pack_into("<H" if kind == 3 else "<I", out, entry + 8, width if tag == 256 else height)
+    else:  # WebP: the VP8X canvas (24-bit width - 1, height - 1)
+        start = out.index(b"VP8X") + 8
+        out[start + 4:start + 10] = (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    return bytes(out)
+
+
+@pytest.mark.parametrize("fmt, kwargs, path", [
+    ("BMP", {}, "bmp"), ("TIFF", {}, "tiff"),
+    ("WEBP", {"lossless": True, "exif": exif_bytes(1)}, "webp-opencv"),  # size from our own WebP header parser
+])
+def test_huge_header_of_other_formats_is_refused(fmt, kwargs, path):
+    data = encode(gradient(), fmt, **kwargs)
+    assert decode_path(np.frombuffer(data, np.uint8)) == path
+    huge = _claim_size(data, fmt, 60000, 50000)
+    for op in ("decoders.image", "decoders.image_random_crop"):
+        with pytest.raises(ValueError, match=rf"fn.{op}: sample 0: the image header declares 60000 x 50000 "):
+            decode([huge], op=op)
 
 
 def test_lowered_pixel_limit_refuses_normal_images():
@@ -449,6 +486,25 @@ def test_crop_is_the_drawn_window_of_the_full_decode(tmp_path):
         for (y, x, h, w), image, crop, path in zip(windows, full, batch, paths):
             # Region decoding is exact: the same pixels as the full decode, edges included.
             np.testing.assert_array_equal(crop, image[y:y + h, x:x + w], err_msg=str(path))
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_region_decode_of_rotated_images_is_the_window_of_the_oriented_image(orientation):
+    """Windows are drawn in the EXIF-oriented image and mapped into stored coordinates, so nvImageCodec
+    never gets a region it rejects (it would return None): every crop is a real array, equal to the
+    window cut from the oriented full decode, for every orientation and every format carrying EXIF."""
+    src = smooth(96, 160)
+    exif = exif_bytes(orientation)
+    datas = [encode(src, "JPEG", quality=95, exif=exif), encode(src, "PNG", exif=exif), encode(src, "TIFF", exif=exif),
+             encode(src, "WEBP", quality=90, exif=exif), encode(src, "WEBP", lossless=True, exif=exif)]
+    full = decode(datas)[0]
+    assert all(f.shape == ((160, 96, 3) if orientation >= 5 else (96, 160, 3)) for f in full)
+    crops = decode(datas, op="decoders.image_random_crop", seed=orientation, iterations=3, random_area=[0.05, 0.5])
+    for iteration, batch in enumerate(crops):
+        windows = _expected_windows(orientation, iteration, [f.shape for f in full], random_area=(0.05, 0.5))
+        for k, ((y, x, h, w), image, crop) in enumerate(zip(windows, full, batch)):
+            assert isinstance(crop, np.ndarray) and crop.shape == (h, w, 3), (k, crop)
+            np.testing.assert_array_equal(crop, image[y:y + h, x:x + w], err_msg=f"file {k}, iteration {iteration}")
 
 
 def test_crops_depend_only_on_seed_iteration_and_sample():

@@ -294,3 +294,37 @@ def test_device_result_does_not_depend_on_num_threads():
 def test_device_crop_window_too_large_is_an_error():
     with pytest.raises(ValueError, match="Slice can't be placed out of bounds"):
         run_once(lambda x: fn.crop(x.gpu(), crop=(30, 10)))
+
+
+FLOWERS = __import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "data" / "flowers"
+
+
+@pytest.mark.skipif(not FLOWERS.is_dir(), reason=f"shared photos not found at {FLOWERS}")
+def test_host_decode_and_crop_then_device_normalise_equals_all_cpu_pipeline(device_ops_stay_on_device):
+    """The training path written by hand: read, decode a random window and resize on the host, move the
+    uint8 batch with .gpu(), normalise (with a coin-flip mirror) on the device. Same values as the same
+    pipeline run entirely on the CPU (device_id=None): the copy that .gpu() adds takes no place in the
+    sequence of operator seeds, so the coin flip defined after it draws the same stream."""
+
+    def make(on_device: bool):
+        @pipeline_def(batch_size=8, num_threads=2, device_id=0 if on_device else None, seed=17)
+        def pipe():
+            jpegs, labels = fn.readers.file(file_root=str(FLOWERS), random_shuffle=True)
+            images = fn.resize(fn.decoders.image_random_crop(jpegs, output_type=types.RGB), resize_x=64, resize_y=64)
+            images = fn.crop_mirror_normalize(images.gpu() if on_device else images, dtype=types.FLOAT,
+                                              mean=[124, 116, 104], std=[58, 57, 57], mirror=fn.random.coin_flip())
+            return images, labels
+
+        return pipe()
+
+    cpu, dev = make(False), make(True)
+    try:
+        for _ in range(2):
+            (host_images, host_labels), (dev_images, dev_labels) = cpu.run(), dev.run()
+            assert isinstance(dev_images, TensorListGPU) and isinstance(host_images, TensorListCPU)
+            assert dev_images.as_cpu().as_array().shape == (8, 3, 64, 64)
+            np.testing.assert_array_equal(dev_labels.as_array(), host_labels.as_array())
+            assert_same(host_images, dev_images)
+    finally:
+        cpu.close()
+        dev.close()

@@ -482,6 +482,36 @@ def test_resize_nearest_neighbour_ties_match_dali():
         75, 76, 77]
 
 
+@pytest.mark.parametrize("width, out_width, centre", [  # DALI 2.4: the columns picked around the middle
+    (2, 41, [0, 0, 1]), (6, 37, [2, 2, 3]), (4, 61, [1, 1, 2]), (8, 47, [3, 3, 4]), (6, 79, [2, 2, 3]),
+    (2, -41, [1, 1, 0]), (6, -37, [3, 3, 2]),
+])
+def test_resize_nearest_neighbour_column_ties_match_dali(width, out_width, centre):
+    """The middle output column of these sizes lies exactly on a pixel border; DALI computes the
+    column positions in float32, which puts it on the left pixel (the right one when flipped)."""
+    img = np.tile(np.arange(width, dtype=np.uint8), (3, 1))[:, :, None]
+    out = run(lambda x: fn.resize(x, resize_x=out_width, resize_y=3, interp_type=types.INTERP_NN), [img])[0].at(0)
+    cols = out[0, :, 0].astype(int)
+    n = abs(out_width)
+    assert cols[n // 2 - 1:n // 2 + 2].tolist() == centre
+    exact = (np.arange(n) + 0.5) * width / n  # everywhere else: the pixel containing the centre
+    expected = np.floor(exact if out_width > 0 else width - exact).astype(int)
+    others = np.arange(n) != n // 2
+    np.testing.assert_array_equal(cols[others], expected[others])
+
+
+def test_triangular_is_linear_also_without_antialias():
+    """DALI 2.4 treats the deprecated TRIANGULAR as LINEAR: with antialias=False it is plain linear
+    interpolation, not the widened filter."""
+    img = read_rgb(flower_paths(1)[0])
+    for kw in (dict(resize_x=120, resize_y=90), dict(resize_x=700, resize_y=33), dict(size=[150, 0])):
+        outs = {(interp, aa): run(lambda x: fn.resize(x, interp_type=interp, antialias=aa, **kw), [img])[0].at(0)
+                for interp in (types.INTERP_TRIANGULAR, types.INTERP_LINEAR) for aa in (True, False)}
+        for aa in (True, False):
+            np.testing.assert_array_equal(outs[types.INTERP_TRIANGULAR, aa], outs[types.INTERP_LINEAR, aa])
+        assert not np.array_equal(outs[types.INTERP_TRIANGULAR, True], outs[types.INTERP_TRIANGULAR, False])
+
+
 PHOTO = "roses/319298955_0c72bd36bf.jpg"  # 333 x 500
 DALI_PHOTO = [  # DALI 2.4, uint8 output
     # (name, arguments, output shape, sum of all values, values at PIXELS)
