@@ -176,6 +176,20 @@ def test_fill_and_drop_follow_the_base_iterator(index_files, pipes, policy, expe
     assert epoch(it) == expected
 
 
+@pytest.mark.parametrize("pad", [True, False])
+def test_fill_completes_the_last_batch_by_padding_or_wrapping(index_files, pipes, pad):  # J10
+    # The spec's case uses a COCO reader (not part of jaxdali); the file reader shows the same rule.
+    pipes.append(files_pipe(index_files(10), pad=pad, batch_size=4))
+    it = DALIGenericIterator(pipes, ["data", "label"], reader_name="Reader", last_batch_policy=FILL)
+    ids = [i for batch in epoch(it, "label") for i in batch[0]]
+    assert len(ids) == 12 and sorted(set(ids)) == list(range(10))
+    tail = ids[10:]
+    if pad:
+        assert tail == [9, 9]  # copies of the last sample
+    else:
+        assert tail == [0, 1]  # the start of the next epoch, not one repeated id
+
+
 # -- device outputs -----------------------------------------------------------------------------------
 
 
