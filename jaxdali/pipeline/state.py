@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["VERSION", "CheckpointError", "encode", "decode", "fingerprint", "describe_differences"]
+__all__ = ["VERSION", "CheckpointError", "ReshardError", "encode", "decode", "fingerprint", "describe_differences"]
 
 FORMAT = "jaxdali-checkpoint"
 VERSION = 1
@@ -22,6 +22,10 @@ VERSION = 1
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be restored into this pipeline; the message says why."""
+
+
+class ReshardError(CheckpointError):
+    """A checkpoint from another shard layout that this pipeline cannot resume from."""
 
 
 def _digest(obj: Any) -> str:

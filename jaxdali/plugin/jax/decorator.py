@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-from jaxdali.ops.readers.base import ReshardError
 from jaxdali.pipeline.decorator import pipeline_def
+from jaxdali.pipeline.state import ReshardError
 from jaxdali.plugin.base_iterator import LastBatchPolicy
 from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
 
@@ -142,6 +142,10 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
             try:
                 for pipe in pipes:
                     pipe.build()
+                    if not pipe.resumed_readers():
+                        raise ReshardError("the pipeline has no reader that resumes on another shard layout (one "
+                                           "with pad_last_batch=True and a global sample order); its state is "
+                                           "only valid on the layout it was saved on")
             except ReshardError as e:
                 for pipe in pipes:
                     pipe.close()
