@@ -191,8 +191,10 @@ class Pipeline:
 
                 self._seed = rng.random_seed()
             ops = reachable_ops(self._outputs, [op for op in self._ops if op.preserve])
-            self._fingerprint = state_codec.fingerprint(
-                self._max_batch_size, [op.fingerprint() for op in ops], [o.name for o in self._outputs])
+            if self._enable_checkpointing or checkpoint is not None:
+                # Only checkpoints use it, and it costs seconds when an argument lists a million files.
+                self._fingerprint = state_codec.fingerprint(
+                    self._max_batch_size, [op.fingerprint() for op in ops], [o.name for o in self._outputs])
             if checkpoint is not None:
                 diff = state_codec.describe_differences(checkpoint["fingerprint"], self._fingerprint)
                 if diff:
