@@ -168,6 +168,39 @@ def test_h9_external_source_callables_resume(kind, warmup):
     assert run(restored, 10) == expected
 
 
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_parallel_external_source_resumes():
+    """A SampleInfo source run by worker processes (parallel=True) resumes like a serial one."""
+    def source(info):
+        if info.iteration >= 5:
+            raise StopIteration
+        return np.array([info.epoch_idx * 1000 + info.idx_in_epoch], np.int32)
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1, enable_checkpointing=True, py_num_workers=2)
+    def p():
+        return fn.external_source(source=source, parallel=True, batch=False), fn.random.normal()
+
+    def run(pipe, steps):
+        out = []
+        for _ in range(steps):
+            try:
+                out.append(_values(pipe.run()))
+            except StopIteration:
+                out.append(None)
+                pipe.reset()
+        return out
+
+    original = p()
+    run(original, 3)
+    restored = p(checkpoint=original.checkpoint())
+    try:
+        expected = run(original, 8)
+        assert None in expected and run(restored, 8) == expected
+    finally:
+        original.close()
+        restored.close()
+
+
 def test_iterable_external_source_warns_that_it_restarts(caplog):
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True)
     def p():
