@@ -193,8 +193,10 @@ class Pipeline:
 
                 self._seed = rng.random_seed()
             ops = reachable_ops(self._outputs, [op for op in self._ops if op.preserve])
-            self._fingerprint = state_codec.fingerprint(
-                self._max_batch_size, [op.fingerprint() for op in ops], [o.name for o in self._outputs])
+            if self._enable_checkpointing or checkpoint is not None:
+                # Only checkpoints use it, and it costs seconds when an argument lists a million files.
+                self._fingerprint = state_codec.fingerprint(
+                    self._max_batch_size, [op.fingerprint() for op in ops], [o.name for o in self._outputs])
             if checkpoint is not None:
                 diff = state_codec.describe_differences(checkpoint["fingerprint"], self._fingerprint)
                 if diff:
@@ -253,8 +255,18 @@ class Pipeline:
 
     def _restore(self, runner: GraphRunner, checkpoint: dict) -> None:
         runner.restore(checkpoint["pipeline"]["runner"])
+        resumed = self.resumed_readers()
+        if resumed:
+            # Readers re-shard what is left of the epoch; an external source's state is an iteration
+            # index of the old layout, which has no meaning on the new one.
+            fixed = [f"{name!r} (fn.{op.node.schema.name})" for name, op in self._built_ops.items()
+                     if op.node.schema.is_source and not hasattr(op, "resume_info")]
+            if fixed:
+                raise state_codec.ReshardError(
+                    f"the readers {sorted(resumed)} resume on another shard layout, but the source(s) "
+                    f"{', '.join(fixed)} cannot: restore this checkpoint on the layout it was taken on")
         saved_batch = checkpoint["fingerprint"]["batch_size"]
-        if saved_batch != self._max_batch_size and not self.resumed_readers():
+        if saved_batch != self._max_batch_size and not resumed:
             raise state_codec.CheckpointError(
                 "the checkpoint was taken from a different pipeline; it cannot be restored here:\n"
                 f"  - batch size: in checkpoint {saved_batch}, in pipeline {self._max_batch_size}")

@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["VERSION", "CheckpointError", "encode", "decode", "fingerprint", "describe_differences"]
+__all__ = ["VERSION", "CheckpointError", "ReshardError", "encode", "decode", "fingerprint", "describe_differences"]
 
 FORMAT = "jaxdali-checkpoint"
 VERSION = 1
@@ -24,16 +24,28 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be restored into this pipeline; the message says why."""
 
 
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+class ReshardError(CheckpointError):
+    """A checkpoint from another shard layout that this pipeline cannot resume from."""
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def fingerprint(max_batch_size: int, op_descriptions: list[dict], output_names: list[str]) -> dict:
     """A compact description of a graph: its overall hash plus one short hash per operator."""
-    ops = {d["name"]: _digest(d) for d in op_descriptions}
+    texts = [_canonical(d) for d in op_descriptions]
+    ops = {d["name"]: _hash(t) for d, t in zip(op_descriptions, texts)}
+    # The canonical JSON of {"ops": op_descriptions, "outputs": output_names}, with each operator
+    # encoded once (a reader's argument can list a million files).
+    graph = '{"ops":[' + ",".join(texts) + '],"outputs":' + _canonical(output_names) + "}"
     return {
         # The batch size is compared separately: readers can resume on another layout.
-        "graph": _digest({"ops": op_descriptions, "outputs": output_names}),
+        "graph": _hash(graph),
         "batch_size": max_batch_size,
         "outputs": output_names,
         "ops": ops,

@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from jaxdali import fn, pipeline_def  # noqa: E402
+from jaxdali import Pipeline, fn, pipeline_def  # noqa: E402
+from jaxdali.ops import sampling  # noqa: E402
 from jaxdali.pipeline.state import CheckpointError  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator, LastBatchPolicy, data_iterator  # noqa: E402
 
@@ -167,6 +168,39 @@ def test_h9_external_source_callables_resume(kind, warmup):
     assert run(restored, 10) == expected
 
 
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_parallel_external_source_resumes():
+    """A SampleInfo source run by worker processes (parallel=True) resumes like a serial one."""
+    def source(info):
+        if info.iteration >= 5:
+            raise StopIteration
+        return np.array([info.epoch_idx * 1000 + info.idx_in_epoch], np.int32)
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1, enable_checkpointing=True, py_num_workers=2)
+    def p():
+        return fn.external_source(source=source, parallel=True, batch=False), fn.random.normal()
+
+    def run(pipe, steps):
+        out = []
+        for _ in range(steps):
+            try:
+                out.append(_values(pipe.run()))
+            except StopIteration:
+                out.append(None)
+                pipe.reset()
+        return out
+
+    original = p()
+    run(original, 3)
+    restored = p(checkpoint=original.checkpoint())
+    try:
+        expected = run(original, 8)
+        assert None in expected and run(restored, 8) == expected
+    finally:
+        original.close()
+        restored.close()
+
+
 def test_iterable_external_source_warns_that_it_restarts(caplog):
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True)
     def p():
@@ -263,17 +297,40 @@ def test_corrupted_checkpoints_are_rejected_clearly(index_files, mangle, match):
 
 
 def test_restore_far_into_an_epoch_replays_nothing(tmp_path):
-    """O(1) restore: jumping a million batches ahead reads only the files of the next batch."""
+    """O(1) restore: a checkpoint a million batches on (4,000 epochs) gives, at once, the batch that
+    the reader's layout puts at that position (a replay would not finish within the test's time)."""
     files = [str(tmp_path / f"{i}.bin") for i in range(1000)]
     for i, f in enumerate(files):
         open(f, "wb").write(bytes([i % 256]))
-    pipe = aug_pipe(files)
+    pipe = aug_pipe(files, seed=2)
     cp = json.loads(pipe.checkpoint())
     cp["pipeline"]["runner"]["ops"]["Reader"]["position"] = 4_000_000
     cp["pipeline"]["runner"]["iteration"] = 1_000_000
     restored = aug_pipe(files, checkpoint=json.dumps(cp).encode())
-    out = restored.run()
-    assert len(out[0]) == 4
+    data, labels, _ = restored.run()
+    expected = sampling.stream_indices(sampling.ShardSpec(**cp["pipeline"]["runner"]["ops"]["Reader"]["layout"]),
+                                       4_000_000, 4)
+    assert labels.as_array().ravel().tolist() == expected.tolist()
+    assert [s.tolist() for s in data.samples()] == [[i % 256] for i in expected]
+    again = json.loads(restored.checkpoint())["pipeline"]["runner"]
+    assert again["ops"]["Reader"]["position"] == 4_000_004 and again["iteration"] == 1_000_001
+
+
+def test_pipeline_constructor_takes_a_checkpoint():
+    def make(checkpoint=None):
+        pipe = Pipeline(batch_size=3, num_threads=1, device_id=None, seed=4, enable_checkpointing=True,
+                        checkpoint=checkpoint)
+        with pipe:
+            pipe.set_outputs(fn.random.uniform(range=[0, 1]), fn.random.coin_flip())
+        return pipe
+
+    original = make()
+    original.run(), original.run()
+    checkpoint = original.checkpoint()
+    expected = [_values(original.run()) for _ in range(3)]
+    restored = make(checkpoint)
+    assert restored.is_restored_from_checkpoint
+    assert [_values(restored.run()) for _ in range(3)] == expected
 
 
 def test_restored_at_epoch_end_with_auto_reset_first_raises_then_continues(index_files):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -103,3 +104,35 @@ def test_shuffled_readers_keep_dalis_device_count_check(index_files):
                       sharding=NamedSharding(four, P("batch")))(batch_size=GLOBAL_BATCH, enable_checkpointing=True,
                                                                 checkpoints=it.checkpoints())
     assert "global sample order" in str(info.value.__cause__)
+
+
+def _sharded(num_devices: int, graph, **iterator_args):
+    mesh = Mesh(jax.devices()[:num_devices], ("batch",))
+    return data_iterator(graph, output_map=["x"], sharding=NamedSharding(mesh, P("batch")), **iterator_args)
+
+
+@pytest.mark.filterwarnings("ignore:Please set `reader_name`")
+def test_external_sources_are_not_elastic(index_files):
+    """An external source's state is an iteration index of its layout: another device count is E27,
+    alone (same per-device batch, so nothing else differs) or next to a reader that could re-shard."""
+    files = index_files(N)
+
+    def source_only(shard_id, num_shards):
+        return fn.external_source(source=lambda info: np.array([info.idx_in_epoch * num_shards + shard_id]),
+                                  batch=False)
+
+    def reader_and_source(shard_id, num_shards):
+        _, label = fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, pad_last_batch=True,
+                                   name="Reader")
+        return label + fn.external_source(source=lambda i: [np.array([i], np.int32)] * (GLOBAL_BATCH // num_shards),
+                                          name="Extra")
+
+    for graph, args, batch, cause in [
+            (source_only, {"size": 4 * GLOBAL_BATCH}, GLOBAL_BATCH // 2, "no reader that resumes on another shard"),
+            (reader_and_source, {"reader_name": "Reader"}, GLOBAL_BATCH, r"'Extra' \(fn.external_source\) cannot")]:
+        it = _sharded(8, graph, **args)(batch_size=GLOBAL_BATCH, enable_checkpointing=True)
+        next(it)
+        with pytest.raises(RuntimeError, match=r"number of checkpoints provided \(8\) should match the number of "
+                                               r"devices to use \(4\)") as info:
+            _sharded(4, graph, **args)(batch_size=batch, enable_checkpointing=True, checkpoints=it.checkpoints())
+        assert re.search(cause, str(info.value.__cause__))

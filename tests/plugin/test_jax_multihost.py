@@ -1,4 +1,5 @@
-"""Two real processes x 4 CPU devices joined by jax.distributed: global sharded batches (issue 4)."""
+"""Two real processes x 4 CPU devices joined by jax.distributed: global sharded batches (issue 4), and
+the loader state saved and restored per process with Orbax (issue 5)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,14 @@ def _expected_epoch(epoch: int) -> list[list[int]]:
 @pytest.mark.timeout(240)
 def test_two_processes_four_devices_global_reduction(tmp_path, subprocess_env):
     pytest.importorskip("jax")
+    pytest.importorskip("orbax.checkpoint")
     file_dir = tmp_path / "files"
     file_dir.mkdir()
     for i in range(N_FILES):
         (file_dir / f"{i:03d}.bin").write_bytes(bytes([i]))
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(p), "2", str(port), str(file_dir)],
+    ckpt_dir = tmp_path / "ckpt"
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(p), "2", str(port), str(file_dir), str(ckpt_dir)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env) for p in range(2)]
     results = []
     try:
@@ -71,6 +74,9 @@ def test_two_processes_four_devices_global_reduction(tmp_path, subprocess_env):
         assert r["epochs"] == expected
         assert r["pmap_error"] == ("Iterator compatible with pmapped JAX functions does not support running in "
                                    "multiprocess mode. Use `sharding` argument instead.")  # E28
+        assert r["resumed"] == expected[1][1:]  # the restored iterator continues after the saved batch
+    assert sorted(p.name for p in (ckpt_dir / "1" / "loader").glob("jaxdali_loader_*")) == [
+        "jaxdali_loader_process_0.json", "jaxdali_loader_process_1.json"]
     for epoch in expected:
         assert sum(b[2] for b in epoch) == sum((i * i) % 97 for i in range(N_FILES))
         assert sum(b[3] for b in epoch) == N_FILES

@@ -52,4 +52,11 @@ def test_loader_restore_without_factory_returns_checkpoints(tmp_path, index_file
         mngr.save(1, args=ocp.args.Composite(loader=LoaderSave(it)))
         mngr.wait_until_finished()
         cps = mngr.restore(1, args=ocp.args.Composite(loader=LoaderRestore())).loader
-    assert cps == it.checkpoints()
+        assert cps == it.checkpoints()
+        # Restoring on more hosts than saved: a process without a file of its own takes another's.
+        saved = tmp_path / "1" / "loader" / "jaxdali_loader_process_0.json"
+        saved.rename(saved.with_name("jaxdali_loader_process_3.json"))
+        assert mngr.restore(1, args=ocp.args.Composite(loader=LoaderRestore())).loader == cps
+        saved.with_name("jaxdali_loader_process_3.json").unlink()
+        with pytest.raises(FileNotFoundError, match="no jaxdali loader state"):
+            mngr.restore(1, args=ocp.args.Composite(loader=LoaderRestore()))

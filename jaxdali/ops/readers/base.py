@@ -15,9 +15,9 @@ import numpy as np
 from jaxdali.ops import sampling
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg
-from jaxdali.pipeline.state import CheckpointError
+from jaxdali.pipeline.state import ReshardError
 
-__all__ = ["LOADER_ARGS", "Reader", "ReshardError", "SHUFFLE_AFTER_EPOCH_BASE_SEED"]
+__all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED"]
 
 #: Base seed of ``shuffle_after_epoch`` orders; the same on every shard unless the user sets one.
 SHUFFLE_AFTER_EPOCH_BASE_SEED = 524287
@@ -148,10 +148,6 @@ class Reader(Operator):
         if self.prefix is None:
             return None
         return {"residual": len(self.prefix.residual), "next_epoch": self.prefix.next_epoch}
-
-
-class ReshardError(CheckpointError):
-    """A checkpoint from another shard layout that this reader cannot resume from."""
 
 
 def _layout_text(spec: sampling.ShardSpec) -> str:

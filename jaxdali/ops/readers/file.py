@@ -83,7 +83,7 @@ class FileReader(Reader):
             paths, label_list = parse_file_list(file_list, root)
             where = f"file_list {file_list!r}"
         elif files is not None:
-            paths = [f if os.path.isabs(f) or root is None else os.path.join(root, f) for f in files]
+            paths = list(files) if root is None else [f if os.path.isabs(f) else os.path.join(root, f) for f in files]
             if labels is not None and len(labels) != len(files):
                 raise OpArgumentError(f"fn.readers.file: 'files' has {len(files)} entries but 'labels' has {len(labels)}")
             label_list = list(labels) if labels is not None else list(range(len(files)))

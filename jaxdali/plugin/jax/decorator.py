@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-from jaxdali.ops.readers.base import ReshardError
 from jaxdali.pipeline.decorator import pipeline_def
+from jaxdali.pipeline.state import ReshardError
 from jaxdali.plugin.base_iterator import LastBatchPolicy
 from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
 
@@ -59,8 +59,8 @@ _DOC = """Decorator: a graph function becomes a factory of iterators over one pi
     order (in ``devices``) and ``num_shards`` = the number of spanned devices, so the graph function
     must take ``shard_id`` and ``num_shards`` and pass them to its reader. ``checkpoints`` gives one
     checkpoint per device (from ``iterator.checkpoints()``). A list saved with another device count
-    is accepted when the readers have a global sample order and ``pad_last_batch=True`` (elastic
-    resume): the new devices first share what is left of the interrupted epoch, each remaining
+    is accepted when the readers have a global sample order and ``pad_last_batch=True`` and there is
+    no ``external_source`` (elastic resume): the new devices first share what is left of the interrupted epoch, each remaining
     sample exactly once, then continue with whole epochs on the new layout.
 
     .. note::
@@ -142,6 +142,10 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
             try:
                 for pipe in pipes:
                     pipe.build()
+                    if not pipe.resumed_readers():
+                        raise ReshardError("the pipeline has no reader that resumes on another shard layout (one "
+                                           "with pad_last_batch=True and a global sample order); its state is "
+                                           "only valid on the layout it was saved on")
             except ReshardError as e:
                 for pipe in pipes:
                     pipe.close()

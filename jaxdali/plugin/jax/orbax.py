@@ -51,7 +51,14 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
     def restore(self, directory: epath.Path, args: "LoaderRestore | None" = None) -> Any:
         path = _process_file(directory)
         if not path.exists():
-            raise FileNotFoundError(f"no jaxdali loader state for this process at {path}")
+            # A process that the saving run did not have (it ran on fewer hosts). The readers of an
+            # elastic loader are in lock step, so any process's state resumes it on the new layout;
+            # other loaders check it as in any restore (another layout is refused with the reason).
+            saved = sorted(epath.Path(directory).glob("jaxdali_loader_process_*.json"),
+                           key=lambda p: (len(p.name), p.name))
+            if not saved:
+                raise FileNotFoundError(f"no jaxdali loader state in {directory}")
+            path = saved[0]
         doc = json.loads(path.read_text())
         if doc.get("format") != _FORMAT:
             raise ValueError(f"{path} is not a jaxdali loader checkpoint")
