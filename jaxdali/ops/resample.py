@@ -32,16 +32,44 @@ _csr_kernels = None  # SciPy's compiled CSR kernels (y += A @ x, in place, witho
 
 
 def _kernels():
-    """SciPy's ``_sparsetools`` module, imported on first use (importing scipy.sparse takes ~0.1 s, which
-    ``import jaxdali`` should not pay), or False where this SciPy lays its modules out differently."""
+    """SciPy's compiled ``_sparsetools`` module, loaded on first use, or False where this SciPy has none.
+
+    The extension is loaded from its file without importing the ``scipy.sparse`` package: that import
+    takes ~0.13 s (array-API shims, the sparse classes), which the first batch of every pipeline that
+    resizes would otherwise wait for, and the kernel needs none of it (only NumPy's C API).
+    """
     global _csr_kernels
     if _csr_kernels is None:
-        try:
-            from scipy.sparse import _sparsetools
-        except ImportError:  # pragma: no cover - depends on the SciPy version
-            _sparsetools = False
-        _csr_kernels = _sparsetools
+        _csr_kernels = _load_sparsetools()
     return _csr_kernels
+
+
+def _load_sparsetools():
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    loaded = sys.modules.get("scipy.sparse._sparsetools")
+    if loaded is not None:
+        return loaded
+    try:
+        import scipy
+    except ImportError:  # pragma: no cover - SciPy is a dependency
+        return False
+    name = "scipy.sparse._sparsetools"
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(scipy.__path__[0], "sparse", "_sparsetools" + suffix)
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_loader(name, importlib.machinery.ExtensionFileLoader(name, path))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    try:  # pragma: no cover - a SciPy that lays its modules out differently
+        from scipy.sparse import _sparsetools
+    except ImportError:  # pragma: no cover
+        return False
+    return _sparsetools  # pragma: no cover
 
 _CV2_DEPTH = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.int16): cv2.CV_16S,
               np.dtype(np.float32): cv2.CV_32F}
