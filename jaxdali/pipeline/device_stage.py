@@ -72,7 +72,7 @@ class DeviceValue:
     """A batch placed (logically) on the device: host data not yet moved, a pending program value,
     or a materialised ``jax.Array``."""
 
-    __slots__ = ("host", "ref", "array", "layout")
+    __slots__ = ("host", "ref", "array", "layout", "source_info")
 
     def __init__(self, host: TensorListCPU | None = None, ref: int | None = None, array: Any = None,
                  layout: str = ""):
@@ -80,6 +80,7 @@ class DeviceValue:
         self.ref = ref
         self.array = array
         self.layout = host.layout() if host is not None else layout
+        self.source_info = host.source_info if host is not None else None
 
     def is_dense(self) -> bool:
         return self.host is None or self.host.is_dense_tensor()
@@ -349,7 +350,10 @@ def place_on_device(host: TensorListCPU, device, may_alias: bool = False) -> Ten
     dense = host.dense()
     if dense is not None:
         alias = may_alias and is_owned(dense) and narrow_for_jax(dense) is dense
-        return TensorListGPU(jax.device_put(narrow_for_jax(dense, "device output"), device, may_alias=alias),
-                             host.layout())
-    samples = [narrow_for_jax(s, "device output") for s in host.samples()]
-    return TensorListGPU(jax.device_put(samples, device), host.layout())
+        placed = TensorListGPU(jax.device_put(narrow_for_jax(dense, "device output"), device, may_alias=alias),
+                               host.layout())
+    else:
+        samples = [narrow_for_jax(s, "device output") for s in host.samples()]
+        placed = TensorListGPU(jax.device_put(samples, device), host.layout())
+    placed.source_info = host.source_info
+    return placed

@@ -266,6 +266,19 @@ class GraphRunner:
                 self.op_seconds[op] += seconds
 
     def _step(self, k: int, job: "_Job") -> None:
+        """Runs operator ``k`` of the iteration ``job``; its outputs carry the source info of its first
+        data input that has one (as DALI's operators pass each sample's ``source_info()`` on)."""
+        self._run_step(k, job)
+        node = self._ops[k][0]
+        info = next((i for i in (getattr(job.values.get(id(n)), "source_info", None) for n in node.inputs)
+                     if i is not None), None)
+        if info is not None:
+            for out_node in node.outputs:
+                value = job.values.get(id(out_node))
+                if value is not None and value.source_info is None:
+                    value.source_info = info
+
+    def _run_step(self, k: int, job: "_Job") -> None:
         """Runs operator ``k`` of the iteration ``job`` (on the host, or records it on the device)."""
         node, op = self._ops[k]
         values, ctx = job.values, job.ctx
@@ -386,6 +399,7 @@ class GraphRunner:
             return v.host
         array = v.array if v.array is not None else program.run([v.ref])[v.ref]
         v.host = TensorListCPU(np.asarray(array), v.layout)
+        v.host.source_info = v.source_info
         return v.host
 
     def _collect_outputs(self, values: dict, program: DeviceProgram | None, output_device) -> list:
@@ -403,7 +417,9 @@ class GraphRunner:
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
                 outputs.append(place_on_device(v, output_device, may_alias=True) if dense else v)
             elif v.array is not None or v.ref is not None:
-                outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout))
+                placed = TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout)
+                placed.source_info = v.source_info
+                outputs.append(placed)
             else:
                 outputs.append(place_on_device(v.host, self.device()))
         return outputs

@@ -28,9 +28,14 @@ _NOT_DENSE_ARRAY = (
 class TensorCPU:
     """One sample (or a dense batch from ``as_tensor``) in host memory."""
 
-    def __init__(self, array: np.ndarray, layout: str = ""):
+    def __init__(self, array: np.ndarray, layout: str = "", source_info: str = ""):
         self._array = array
         self._layout = layout
+        self._source_info = source_info
+
+    def source_info(self) -> str:
+        """Where the sample came from (e.g. its file, as the reader names it); "" when unknown."""
+        return self._source_info
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
@@ -73,9 +78,14 @@ class TensorCPU:
 class TensorGPU:
     """One sample (or a dense batch) on the pipeline's JAX device."""
 
-    def __init__(self, array: Any, layout: str = ""):
+    def __init__(self, array: Any, layout: str = "", source_info: str = ""):
         self._array = array
         self._layout = layout
+        self._source_info = source_info
+
+    def source_info(self) -> str:
+        """Where the sample came from (e.g. its file, as the reader names it); "" when unknown."""
+        return self._source_info
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
@@ -88,7 +98,7 @@ class TensorGPU:
         return self._layout
 
     def as_cpu(self) -> TensorCPU:
-        return TensorCPU(np.asarray(self._array), self._layout)
+        return TensorCPU(np.asarray(self._array), self._layout, self._source_info)
 
     def jax_array(self):
         """The sample as a ``jax.Array``."""
@@ -117,7 +127,8 @@ class _TensorListBase:
             self._dense = data
             self._samples = None
         self._layout = layout or ""
-        #: Where each sample came from (file names from readers), used in error messages.
+        #: Where each sample came from (file names as readers name them), or None: each sample's
+        #: ``source_info()`` (as in DALI, carried through operators) and operators' error messages.
         self.source_info: list[str] | None = None
 
     # -- shape and type -------------------------------------------------------------------------
@@ -174,7 +185,8 @@ class _TensorListBase:
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"sample index {i} out of range for a batch of {n}")
-        return self._sample_type(self.samples()[i], self._layout)
+        info = self.source_info
+        return self._sample_type(self.samples()[i], self._layout, info[i] if info is not None else "")
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -258,8 +270,11 @@ class TensorListGPU(_TensorListBase):
     def as_cpu(self) -> TensorListCPU:
         """A host copy of the batch."""
         if self.dense() is not None:
-            return TensorListCPU(np.asarray(self._dense), self._layout)
-        return TensorListCPU([np.asarray(s) for s in self._samples], self._layout)
+            host = TensorListCPU(np.asarray(self._dense), self._layout)
+        else:
+            host = TensorListCPU([np.asarray(s) for s in self._samples], self._layout)
+        host.source_info = self.source_info
+        return host
 
     def jax_array(self):
         """The dense batch as a ``jax.Array``."""

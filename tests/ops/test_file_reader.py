@@ -170,3 +170,20 @@ def test_flowers_labels_follow_class_folders(flowers_root):
     pipe = _pipe(batch_size=40, file_root=flowers_root)
     labels = [_read(pipe, 1)[0][1] for _ in range(5)]
     assert labels == [[c] * 40 for c in range(5)]
+
+
+def test_source_info_names_each_sample_as_dali_does(tmp_path):
+    """DALI 2.4's values: 'class/file' under file_root; file_list and files entries as written."""
+    _tree(tmp_path, {"cats": ["a.jpg", "b.jpg"]})
+    (tmp_path / "list.txt").write_text(f"cats/b.jpg 4\n{tmp_path / 'cats' / 'a.jpg'} 5\n")
+    cases = [
+        (dict(file_root=str(tmp_path)), ["cats/a.jpg", "cats/b.jpg"]),
+        (dict(file_list=str(tmp_path / "list.txt")), ["cats/b.jpg", str(tmp_path / "cats" / "a.jpg")]),
+        (dict(file_root=str(tmp_path), files=["cats/b.jpg", str(tmp_path / "cats" / "a.jpg")]),
+         ["cats/b.jpg", str(tmp_path / "cats" / "a.jpg")]),
+    ]
+    for args, expected in cases:
+        data, label = _pipe(**args).run()
+        assert [data[i].source_info() for i in range(2)] == expected, args
+        assert [bytes(data[i].as_array()) for i in range(2)] == [os.path.basename(p).encode() for p in expected]
+        assert [label[i].source_info() for i in range(2)] == ["", ""]  # labels have none, as in DALI

@@ -219,3 +219,29 @@ def test_device_dlpack_round_trip_with_jax(gpu_outputs):
     np.testing.assert_array_equal(np.asarray(arr), DENSE)
     np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(gpu_outputs[1][1])), RAGGED[1])
     assert tl.__dlpack_device__() == tl.jax_array().__dlpack_device__()
+
+
+def test_source_info_is_carried_through_operators_and_to_the_device(flowers_root):
+    """Each sample's source_info() follows it through decode, resize, arithmetic, .gpu() and device
+    operators (first data input that has one); random numbers and external sources have none."""
+    import numpy as np
+
+    from jaxdali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=3, num_threads=2, device_id=0, seed=1)
+    def p():
+        jpegs, _ = fn.readers.file(file_root=flowers_root, random_shuffle=True)
+        flip = fn.random.coin_flip()
+        images = fn.resize(fn.decoders.image(jpegs), resize_x=8, resize_y=8)
+        side = fn.external_source(source=lambda: [np.zeros(2)] * 3)
+        return (jpegs, images, flip, side, images * fn.cast(flip, dtype=types.UINT8),
+                fn.crop_mirror_normalize(images.gpu(), mirror=flip, device="gpu"))
+
+    pipe = p()
+    jpegs, images, flip, side, product, normalised = pipe.run()
+    names = [jpegs[i].source_info() for i in range(3)]
+    assert all(n.count("/") == 1 and n.endswith(".jpg") for n in names), names
+    for out in (images, product, normalised, normalised.as_cpu()):
+        assert [out[i].source_info() for i in range(3)] == names
+    assert [flip[i].source_info() for i in range(3)] == [""] * 3
+    assert [side[i].source_info() for i in range(3)] == [""] * 3

@@ -25,7 +25,8 @@ def _matcher(patterns, case_sensitive: bool):
 
 def list_class_folders(root: str, file_filters=DEFAULT_FILE_FILTERS, dir_filters=None,
                        case_sensitive: bool = False) -> tuple[list[str], list[int]]:
-    """Files one level below ``root``: class folders sorted by name, label = folder index.
+    """Files one level below ``root`` as ``class/file`` paths relative to it, and their labels: class
+    folders sorted by name, label = folder index.
 
     Files directly under ``root`` and deeper folders are ignored; files within a folder are sorted.
     """
@@ -33,28 +34,25 @@ def list_class_folders(root: str, file_filters=DEFAULT_FILE_FILTERS, dir_filters
     match_dir = _matcher(dir_filters, case_sensitive) if dir_filters else (lambda _: True)
     with os.scandir(root) as it:
         classes = sorted(e.name for e in it if e.is_dir() and match_dir(e.name))
-    paths: list[str] = []
+    names: list[str] = []
     labels: list[int] = []
     for label, cls in enumerate(classes):
-        folder = os.path.join(root, cls)
-        with os.scandir(folder) as it:
-            names = sorted(e.name for e in it if e.is_file() and match_file(e.name))
-        paths.extend(os.path.join(folder, n) for n in names)
-        labels.extend([label] * len(names))
-    return paths, labels
+        with os.scandir(os.path.join(root, cls)) as it:
+            files = sorted(e.name for e in it if e.is_file() and match_file(e.name))
+        names.extend(os.path.join(cls, n) for n in files)
+        labels.extend([label] * len(files))
+    return names, labels
 
 
 _LIST_LINE = re.compile(r"^(.*\S)\s+(-?\d+)\s*$")
 
 
-def parse_file_list(list_path: str, base_dir: str | None) -> tuple[list[str], list[int]]:
+def parse_file_list(list_path: str) -> tuple[list[str], list[int]]:
     """Parses ``path label`` lines, reading each from its end, so paths may contain spaces.
 
     Everything before the whitespace that precedes the label is the path, leading spaces included
-    (as in DALI). Blank lines are skipped; relative paths are joined to ``base_dir`` (default: the
-    list's folder).
+    (as in DALI); paths are returned as written. Blank lines are skipped.
     """
-    base = base_dir if base_dir is not None else os.path.dirname(os.path.abspath(list_path))
     paths, labels = [], []
     with open(list_path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -64,8 +62,7 @@ def parse_file_list(list_path: str, base_dir: str | None) -> tuple[list[str], li
             if m is None:
                 raise ValueError(f"fn.readers.file: line {lineno} of file_list {list_path!r} is not "
                                  f"'<path> <integer label>': {line.rstrip()!r}")
-            path = m.group(1)
-            paths.append(path if os.path.isabs(path) else os.path.join(base, path))
+            paths.append(m.group(1))
             labels.append(int(m.group(2)))
     return paths, labels
 
@@ -79,11 +76,14 @@ class FileReader(Reader):
             raise OpArgumentError("fn.readers.file: 'labels' can only be used together with 'files'")
         if file_list is not None and files is not None:
             raise OpArgumentError("fn.readers.file: 'file_list' and 'files' are mutually exclusive")
+        # names: the entries as the user wrote them (or class/file under file_root), which is what
+        # DALI reports as each sample's source_info; paths: where they are read from.
         if file_list is not None:
-            paths, label_list = parse_file_list(file_list, root)
+            names, label_list = parse_file_list(file_list)
+            base = root if root is not None else os.path.dirname(os.path.abspath(file_list))
             where = f"file_list {file_list!r}"
         elif files is not None:
-            paths = list(files) if root is None else [f if os.path.isabs(f) else os.path.join(root, f) for f in files]
+            names, base = list(files), root
             if labels is not None and len(labels) != len(files):
                 raise OpArgumentError(f"fn.readers.file: 'files' has {len(files)} entries but 'labels' has {len(labels)}")
             label_list = list(labels) if labels is not None else list(range(len(files)))
@@ -91,15 +91,17 @@ class FileReader(Reader):
         elif root is not None:
             if not os.path.isdir(root):
                 raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
-            paths, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
+            names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
+            base = root
             where = f"class folders of {root!r} matching {list(a['file_filters'])}"
         else:
             raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
-        if not paths:
+        if not names:
             raise RuntimeError(f"fn.readers.file: No files found in {where}")
-        self.paths = paths
+        self.names = names
+        self.paths = names if base is None else [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
         self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
-        self.num_samples = len(paths)
+        self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
     def load(self, ctx, indices):
@@ -119,7 +121,8 @@ class FileReader(Reader):
 
         ctx.parallel_for(read, n)
         data = TensorListCPU(contents)
-        data.source_info = [paths[i] for i in indices]
+        names = self.names
+        data.source_info = [names[i] for i in indices]
         return data, TensorListCPU(self.labels[indices])
 
 
