@@ -128,7 +128,7 @@ class Binary(Operator):
         _check_types(self._op, (a.np_dtype, b.np_dtype))
         compute, result = _promote(self._op, a.np_dtype, b.np_dtype)
         func = self._func
-        layout = a.layout() if a.ndim >= b.ndim else b.layout()
+        layout = a.layout() if a.ndim() >= b.ndim() else b.layout()
         da, db = a.dense(), b.dense()
         # Like DALI, division by zero gives inf/nan (floats) instead of a warning.
         with np.errstate(divide="ignore", invalid="ignore"):

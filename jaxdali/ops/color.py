@@ -171,7 +171,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
     def run(self, ctx, inputs, args):
         (x,) = inputs
         n = len(x)
-        in_layout, out_layout, perm = self._layouts(x.layout(), x.ndim)
+        in_layout, out_layout, perm = self._layouts(x.layout(), x.ndim())
         c_axis, w_axis = in_layout.index("C"), in_layout.index("W")
         pos = crop_positions(self.op, args, n)
         policy = args["out_of_bounds_policy"]
@@ -416,9 +416,9 @@ class OneHot(Operator):
         if self._scalar_mode(shapes):
             idx = np.array([convert(np.asarray(s).reshape(()), np.int32, np, "truncate") for s in x.samples()],
                            np.int32)
-            return TensorListCPU(self._encode(idx, 1, np), self._layout(x.layout(), x.ndim, True))
-        layout = self._layout(x.layout(), x.ndim, False)
-        position = self._position(x.ndim)
+            return TensorListCPU(self._encode(idx, 1, np), self._layout(x.layout(), x.ndim(), True))
+        layout = self._layout(x.layout(), x.ndim(), False)
+        position = self._position(x.ndim())
         dense = x.dense()
         if dense is not None:
             return TensorListCPU(self._encode(convert(dense, np.int32, np, "truncate"), position + 1, np), layout)
@@ -532,7 +532,7 @@ class Normalize(Operator):
         _check_type(self.op, "input", x.np_dtype, _NORMALIZE_IN)
         n = len(x)
         shapes = [tuple(s) for s in x.shape()]
-        axes = self._axes(x.layout(), x.ndim, args, shapes) if n else ()
+        axes = self._axes(x.layout(), x.ndim(), args, shapes) if n else ()
         samples = x.samples()
         scale, shift, eps, ddof = args["scale"], args["shift"], args["epsilon"], args["ddof"]
         stats = []
@@ -767,7 +767,7 @@ class _ColorOp(LayoutAware, Operator):
         (x,) = inputs
         n = len(x)
         shapes = [tuple(s) for s in x.shape()]
-        out_dtype = self._check(x.layout(), x.ndim, shapes[0][-1] if n else 3, x.np_dtype)
+        out_dtype = self._check(x.layout(), x.ndim(), shapes[0][-1] if n else 3, x.np_dtype)
         values, _ = self._values(args, n, x.np_dtype, np)
         coeffs = self.coefficients(values, x.np_dtype, out_dtype, np)
         dense, outs = _dense_or_list(x, shapes, out_dtype)

@@ -483,7 +483,7 @@ class Crop(LayoutAware, Operator):
         crop_positions("crop", args, args.batch_size)
 
     def _plan(self, x: TensorListCPU, args) -> tuple[str, list[tuple[tuple, tuple]]]:
-        layout = image_layout("crop", x.layout(), x.ndim, CROP_LAYOUTS)
+        layout = image_layout("crop", x.layout(), x.ndim(), CROP_LAYOUTS)
         pos = crop_positions("crop", args, len(x))
         windows = []
         for i, shape in enumerate(x.shape()):
@@ -568,7 +568,7 @@ class Flip(LayoutAware, Operator):
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
-        layout = image_layout("flip", x.layout(), x.ndim, FLIP_LAYOUTS)
+        layout = image_layout("flip", x.layout(), x.ndim(), FLIP_LAYOUTS)
         flags = [(layout.index(ch), args.per_sample(name, np.int32)) for name, ch in _FLIP_AXES if ch in layout]
         samples = x.samples()
         dense = np.empty((len(x),) + tuple(x.shape()[0]), x.np_dtype) if x.dense() is not None else None
@@ -576,7 +576,7 @@ class Flip(LayoutAware, Operator):
 
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
-                index = [slice(None)] * x.ndim
+                index = [slice(None)] * x.ndim()
                 for axis, flag in flags:
                     if flag[i]:
                         index[axis] = slice(None, None, -1)
@@ -657,7 +657,7 @@ class Transpose(LayoutAware, Operator):
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
-        perm = self._perm(x.ndim)
+        perm = self._perm(x.ndim())
         samples = x.samples()
         dense = None
         if x.dense() is not None:
@@ -673,7 +673,7 @@ class Transpose(LayoutAware, Operator):
                     outs[i] = np.ascontiguousarray(samples[i].transpose(perm))
 
         ctx.parallel_for(work, len(x))
-        return TensorListCPU(dense if dense is not None else outs, self._layout(x.layout(), x.ndim))
+        return TensorListCPU(dense if dense is not None else outs, self._layout(x.layout(), x.ndim()))
 
     def run_jax(self, inputs, args):
         import jax.numpy as jnp
@@ -762,10 +762,10 @@ class Reshape(Operator):
         for i, shape in enumerate(x.shape()):
             request, relative = self._request(args, i, shape_input)
             targets.append(self._target(tuple(shape), request, relative, i))
-        out_ndim = len(targets[0]) if targets else x.ndim
+        out_ndim = len(targets[0]) if targets else x.ndim()
         if len({len(t) for t in targets}) > 1:
             raise ValueError(f"fn.reshape: all samples must get the same number of dimensions, got shapes {targets}")
-        layout = self._layout(x.layout(), x.ndim, out_ndim)
+        layout = self._layout(x.layout(), x.ndim(), out_ndim)
         dense = x.dense()
         if dense is not None and len(set(targets)) == 1:
             return TensorListCPU(dense.reshape((len(x),) + targets[0]), layout)

@@ -741,7 +741,7 @@ class Resize(Operator):
         """(images, layout, out_size, lo, hi, dtype, in_size) of this batch (DALI's size arithmetic)."""
         images = inputs[0]
         n = len(images)
-        layout = SpatialLayout.parse("resize", images.layout(), images.ndim)
+        layout = SpatialLayout.parse("resize", images.layout(), images.ndim())
         d = len(layout.axes)
         dtype = _output_dtype("resize", images.np_dtype, self.args.get("dtype"))
         shapes = np.array(images.shape(), np.int64).reshape(n, -1)
@@ -878,7 +878,7 @@ class RandomResizedCrop(Operator):
         n = len(images)
         if n == 0:
             return images
-        layout = SpatialLayout.parse(op, images.layout(), images.ndim, allow_depth=False)
+        layout = SpatialLayout.parse(op, images.layout(), images.ndim(), allow_depth=False)
         dtype = _output_dtype(op, images.np_dtype, self.args.get("dtype"))
         in_hw = np.array(images.shape(), np.int64).reshape(n, -1)[:, list(layout.axes)]
         if in_hw.min() < 1:

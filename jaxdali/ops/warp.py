@@ -212,7 +212,7 @@ class _Warp(Operator):
         n = len(images)
         if n == 0:
             return images
-        layout = SpatialLayout.parse(self.op, images.layout(), images.ndim, allow_depth=False)
+        layout = SpatialLayout.parse(self.op, images.layout(), images.ndim(), allow_depth=False)
         dtype = _output_dtype(self.op, images.np_dtype, self.dtype_arg)
         samples = images.samples()
         shapes = np.array(images.shape(), np.int64).reshape(n, -1)

@@ -630,7 +630,7 @@ def _check_output_contract(outputs: Sequence, contract: tuple, n_outputs: int) -
                 if got != to_dali_type(want):
                     raise TypeError(f"Pipeline output {i}: expected dtype {to_dali_type(want)!r}, got {got!r}")
             elif kind == "ndim":
-                if out.ndim != want:
-                    raise ValueError(f"Pipeline output {i}: expected ndim {want}, got {out.ndim}")
+                if out.ndim() != want:
+                    raise ValueError(f"Pipeline output {i}: expected ndim {want}, got {out.ndim()}")
             elif out.layout() != want:
                 raise ValueError(f"Pipeline output {i}: expected layout {want!r}, got {out.layout()!r}")

@@ -40,6 +40,10 @@ class TensorCPU:
     def shape(self) -> list[int]:
         return list(self._array.shape)
 
+    def ndim(self) -> int:
+        """Number of dimensions of the tensor (a method, as in DALI)."""
+        return self._array.ndim
+
     @property
     def dtype(self) -> DALIDataType:
         return to_dali_type(self._array.dtype)
@@ -89,6 +93,10 @@ class TensorGPU:
 
     def shape(self) -> list[int]:
         return list(self._array.shape)
+
+    def ndim(self) -> int:
+        """Number of dimensions of the tensor (a method, as in DALI)."""
+        return self._array.ndim
 
     @property
     def dtype(self) -> DALIDataType:
@@ -166,8 +174,8 @@ class _TensorListBase:
             return np.dtype(np.uint8)
         return np.dtype(self._samples[0].dtype)
 
-    @property
     def ndim(self) -> int:
+        """Number of dimensions of each sample (a method, as in DALI); 0 for an empty list of samples."""
         if self._dense is not None:
             return self._dense.ndim - 1
         return self._samples[0].ndim if self._samples else 0

@@ -45,7 +45,7 @@ def test_class_folders_sorted_labels_one_level_case_insensitive_filters(tmp_path
     assert names == ["x.png", "y.jpeg", "a.jpg", "b.JPG"]  # class by class, files sorted; no txt, no nesting
     assert label.as_array().ravel().tolist() == [0, 0, 2, 2]  # 'empty' is class 1
     assert label.dtype == types.INT32 and label.shape()[0] == (1,)
-    assert data.dtype == types.UINT8 and data.ndim == 1
+    assert data.dtype == types.UINT8 and data.ndim() == 1
     assert pipe.epoch_size("Reader") == 4
 
 

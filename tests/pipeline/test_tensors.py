@@ -137,6 +137,46 @@ def test_host_batch_converts_to_every_numpy_dtype():
         assert tl.dtype == dali and tl[0].dtype == dali and tl.np_dtype == np.dtype(dtype)
 
 
+
+# -- ndim() ----------------------------------------------------------------------------------------------------
+# In DALI 2.4 ``ndim`` is a method on TensorList* and Tensor*, not a property: ``tl.ndim()`` is the rank of
+# each sample, ``tl[i].ndim()`` and ``tl.as_tensor().ndim()`` the rank of that tensor. The values below were
+# checked against nvidia.dali 2.4 (CPU pipeline, device_id=None).
+
+def _one_batch(batch):
+    @pipeline_def(batch_size=max(len(batch), 1), num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def p():
+        return fn.external_source(source=lambda: batch, batch=True)
+
+    pipe = p()
+    try:
+        (tl,) = pipe.run()
+    finally:
+        pipe.close()
+    return tl
+
+
+def test_ndim_is_a_method_of_batches_and_tensors():
+    dense = _one_batch([np.zeros((2, 3, 4), np.float32)] * 2)
+    assert (dense.ndim(), dense[0].ndim(), dense[-1].ndim()) == (3, 3, 3)
+    assert dense.as_tensor().ndim() == 4  # the sample axis counts in the tensor of the whole batch
+    ragged = _one_batch([np.zeros((2, 3, 4), np.float32), np.zeros((5, 1, 2), np.float32)])
+    assert not ragged.is_dense_tensor()
+    assert (ragged.ndim(), ragged[0].ndim(), ragged[1].ndim()) == (3, 3, 3)
+    scalars = _one_batch([np.array(1, np.int32), np.array(2, np.int32)])
+    assert (scalars.ndim(), scalars[0].ndim(), scalars.as_tensor().ndim()) == (0, 0, 1)
+    vectors = _one_batch([np.zeros(3, np.int32), np.zeros(1, np.int32)])
+    assert (vectors.ndim(), vectors[1].ndim()) == (1, 1)
+    assert (TensorCPU(np.zeros((2, 3))).ndim(), TensorCPU(np.array(5.0)).ndim()) == (2, 0)
+
+
+def test_ndim_of_empty_batches():
+    assert TensorListCPU([]).ndim() == 0
+    assert TensorListCPU(np.zeros((0, 3, 4), np.float32)).ndim() == 2  # the array's sample rank, as in DALI
+    assert TensorListCPU(np.zeros((0,), np.uint8)).ndim() == 0
+    assert TensorListGPU([]).ndim() == 0
+
+
 # -- DLPack ----------------------------------------------------------------------------------------------------
 
 def test_dlpack_round_trip_with_numpy(cpu_outputs):
@@ -208,6 +248,16 @@ def test_ragged_device_batch(gpu_outputs):
     assert str(info.value) == AS_TENSOR_ERROR
     with pytest.raises(RuntimeError, match="representable as a tensor"):
         tl.jax_array()
+
+
+def test_ndim_of_device_batches_and_tensors(gpu_outputs):
+    import jax.numpy as jnp
+
+    dense, ragged = gpu_outputs
+    assert (dense.ndim(), dense[1].ndim(), dense.as_tensor().ndim()) == (2, 2, 3)
+    assert (ragged.ndim(), ragged[0].ndim(), ragged[1].ndim()) == (2, 2, 2)
+    assert dense.as_cpu().ndim() == 2 and ragged[0].as_cpu().ndim() == 2
+    assert TensorGPU(jnp.zeros((2, 3, 4))).ndim() == 3
 
 
 def test_device_dlpack_round_trip_with_jax(gpu_outputs):

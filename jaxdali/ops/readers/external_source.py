@@ -403,16 +403,16 @@ class ExternalSource(Operator):
             if dtype is not None and n and out.np_dtype != np.dtype(to_numpy_type(dtype)):
                 raise TypeError(f"{self.name}: output {i} was declared with dtype={dtype!r} but the source returned "
                                 f"{out.dtype!r} data")
-            if ndim is not None and n and out.ndim != ndim:
+            if ndim is not None and n and out.ndim() != ndim:
                 raise ValueError(f"{self.name}: output {i} was declared with ndim={ndim} but the source returned "
-                                 f"samples with {out.ndim} dimensions")
+                                 f"samples with {out.ndim()} dimensions")
             if layout:
                 if out.layout() and out.layout() != layout:
                     raise ValueError(f"{self.name}: output {i} was declared with layout {layout!r} but the data was "
                                      f"fed with layout {out.layout()!r}")
-                if n and len(layout) != out.ndim:
+                if n and len(layout) != out.ndim():
                     raise ValueError(f"{self.name}: layout {layout!r} of output {i} does not fit samples with "
-                                     f"{out.ndim} dimensions")
+                                     f"{out.ndim()} dimensions")
                 out._layout = layout
 
     # -- state -----------------------------------------------------------------------------------------------
