@@ -173,6 +173,8 @@ class Pipeline:
     # -- build ------------------------------------------------------------------------------------------
     def build(self) -> None:
         """Validates the graph and prepares the operators. Idempotent; every run API calls it."""
+        if self._built:  # set last, once everything is built: no lock needed to see it
+            return
         with self._build_lock:
             if self._built:
                 return
