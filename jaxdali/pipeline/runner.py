@@ -275,7 +275,7 @@ class GraphRunner:
         if info is not None:
             for out_node in node.outputs:
                 value = job.values.get(id(out_node))
-                if value is not None and value.source_info is None:
+                if getattr(value, "source_info", False) is None:  # a batch that has none yet
                     value.source_info = info
 
     def _run_step(self, k: int, job: "_Job") -> None:
