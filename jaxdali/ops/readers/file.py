@@ -92,14 +92,20 @@ class FileReader(Reader):
             if not os.path.isdir(root):
                 raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
             names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
-            base = root
+            base = root  # every name is relative: see below
             where = f"class folders of {root!r} matching {list(a['file_filters'])}"
         else:
             raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
         if not names:
             raise RuntimeError(f"fn.readers.file: No files found in {where}")
         self.names = names
-        self.paths = names if base is None else [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
+        if base is None:
+            self.paths = names
+        elif files is None and file_list is None:  # class folders: plain concatenation, for long lists
+            prefix = os.path.join(base, "")
+            self.paths = [prefix + n for n in names]
+        else:
+            self.paths = [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
         self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
         self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
