@@ -86,6 +86,7 @@ class DALIGenericIterator(_DaliBaseIterator):
         self._sharding = sharding
         self._pmap_compatible = bool(pmap_compatible)
         self._devices: list | None = None
+        self._checked_shardings: set = set()  # shardings the pipelines' devices were checked against
         self._direct: dict[str, tuple] = {}  # output name -> global shape, where shards are whole batches
         self._next_seconds = 0.0
         self._next_calls = 0
@@ -175,9 +176,12 @@ class DALIGenericIterator(_DaliBaseIterator):
     def _devices_for(self, sharding, per_pipeline: list) -> list:
         if self._devices is None:
             self._devices = [_pipeline_device(p) for p in self._pipes]
+        if sharding in self._checked_shardings:
+            return self._devices
         if sharding is None or all(d is not None for d in self._devices):
             if sharding is not None:
                 _check_on_sharding(self._devices, sharding)
+                self._checked_shardings.add(sharding)
             return self._devices
         if any(d is not None for d in self._devices):
             raise ValueError("with a sharding, either every pipeline has a device_id or none has; got device_ids "
