@@ -103,6 +103,10 @@ class JaxArgValues:
     def __getitem__(self, name: str) -> Any:
         return self._constants[name]
 
+    @property
+    def batch_size(self) -> int:
+        return self._n
+
     def get(self, name: str, default: Any = None) -> Any:
         return self._constants.get(name, default)
 
