@@ -392,3 +392,32 @@ def test_dataloader_needs_a_server():
         warnings.simplefilter("ignore")
         with pytest.raises(TypeError, match="Expected a DALIServer"):
             DataLoader([1, 2, 3], batch_size=2)
+
+
+def test_a_worker_killed_while_sending_makes_stop_fail_instead_of_hanging(pipes, monkeypatch):
+    """A worker process killed while it holds the request queue's write lock leaves the lock taken;
+    stopping the server then raises a TimeoutError that says so, instead of blocking forever."""
+    import os
+    import signal
+
+    pipes.append(square_pipe())
+    server = DALIServer(pipes[0])
+    server.start_thread()
+    lock = server.proxy.channel._queue._wlock
+    ctx = multiprocessing.get_context("fork")
+
+    def die_holding(lock):
+        lock.acquire()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    worker = ctx.Process(target=die_holding, args=(lock,))
+    worker.start()
+    worker.join(10)
+    assert worker.exitcode == -signal.SIGKILL
+    monkeypatch.setattr(dali_proxy, "_STOP_TIMEOUT_S", 0.5)
+    with pytest.raises(TimeoutError, match="could not be told to stop.*killed while sending"):
+        server.stop_thread()
+    lock.release()  # what no real run can do: let the stop message through and clean up
+    for thread in proxy_threads():
+        thread.join(10)
+    assert proxy_threads() == []

@@ -329,10 +329,22 @@ class _ServerCore:
         if thread is None:
             return
         if thread.is_alive():
-            self.channel.stop()
-            if not join or sys.is_finalizing():
+            if sys.is_finalizing():
+                self.channel.stop()
                 return
+            # The stop message goes through the queue that worker processes write to; a worker killed
+            # while writing leaves its lock taken, and the put would never return. Sent from a
+            # helper thread, that ends in the TimeoutError below instead of a hang.
+            signal = threading.Thread(target=self.channel.stop, name=f"{self.name}-stop", daemon=True)
+            signal.start()
+            if not join:
+                return
+            signal.join(_STOP_TIMEOUT_S)
             thread.join(_STOP_TIMEOUT_S)
+            if signal.is_alive():
+                raise TimeoutError(
+                    f"DALIServer thread {thread.name!r} could not be told to stop within {_STOP_TIMEOUT_S} s: the "
+                    "request queue stays locked, most likely by a DataLoader worker that was killed while sending")
             if thread.is_alive():
                 raise TimeoutError(f"DALIServer thread {thread.name!r} did not stop within {_STOP_TIMEOUT_S} s")
         with self.cond:
