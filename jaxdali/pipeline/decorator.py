@@ -7,6 +7,7 @@ import inspect
 import warnings
 from typing import Any, Callable
 
+from jaxdali._caller import user_stacklevel
 from jaxdali.pipeline.pipeline import Pipeline
 
 __all__ = ["pipeline_def", "PIPELINE_ARGS", "split_pipeline_kwargs"]
@@ -37,7 +38,7 @@ def split_pipeline_kwargs(func: Callable, kwargs: dict[str, Any]) -> tuple[dict,
         if key in params:
             if key in PIPELINE_ARGS:
                 warnings.warn(f"The argument `{key}` shadows a Pipeline constructor argument of the same name; "
-                              f"it is passed to `{func.__name__}` only.", stacklevel=3)
+                              f"it is passed to `{func.__name__}` only.", stacklevel=user_stacklevel())
             fn_kwargs[key] = value
         elif key in PIPELINE_ARGS:
             pipe_kwargs[key] = value

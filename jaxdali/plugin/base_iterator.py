@@ -31,6 +31,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from jaxdali._caller import user_stacklevel
 from jaxdali.ops.sampling import shard_sizes as _shard_sizes
 
 __all__ = ["LastBatchPolicy", "ReaderLayout", "EpochCounters", "IteratorAPI", "IterablePipeline"]
@@ -603,7 +604,7 @@ def _parse_auto_reset(value) -> bool:
 
 def _resolve_policy(fill_last_batch, last_batch_policy) -> LastBatchPolicy:
     if fill_last_batch is not None:
-        warnings.warn(FILL_LAST_BATCH_MSG, Warning, stacklevel=4)
+        warnings.warn(FILL_LAST_BATCH_MSG, Warning, stacklevel=user_stacklevel())
         return LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
     if type(last_batch_policy) is not LastBatchPolicy:
         raise ValueError(
@@ -684,7 +685,7 @@ class _DaliBaseIterator:
         if reader_name and last_batch_padded:
             raise AssertionError(READER_AND_PADDED_MSG)
         if size > 0 and not reader_name:
-            warnings.warn(MANUAL_SIZE_MSG, Warning, stacklevel=3)
+            warnings.warn(MANUAL_SIZE_MSG, Warning, stacklevel=user_stacklevel())
         self._reader_name = reader_name
 
         self._apis = []

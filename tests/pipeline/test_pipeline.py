@@ -43,8 +43,9 @@ def test_function_parameter_shadowing_pipeline_argument_goes_to_function():
         seen["seed"] = seed
         return fn.random.coin_flip()
 
-    with pytest.warns(UserWarning, match="shadows a Pipeline constructor argument"):
+    with pytest.warns(UserWarning, match="shadows a Pipeline constructor argument") as record:
         pipe = p(seed=123)
+    assert record[0].filename == __file__  # the warning names the caller's line, not jaxdali's
     assert seen["seed"] == 123
     assert pipe.seed != 123 or pipe._requested_seed is None  # the Pipeline never saw it
 

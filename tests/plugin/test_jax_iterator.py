@@ -86,8 +86,9 @@ def test_a7_a8_prepare_first_batch_controls_eager_fetch():
     assert calls == [] and it._counter == 0
     assert values(next(it), "x") == [0, 1]
     pipe, calls = make()
-    with pytest.warns(Warning, match="Please set `reader_name`"):
+    with pytest.warns(Warning, match="Please set `reader_name`") as record:
         it = DALIGenericIterator(pipe, ["x"], prepare_first_batch=True, size=10)
+    assert record[0].filename == __file__
     pipe._prefetcher.wait_idle()
     assert len(calls) == 4 and it._counter == 2  # the first batch and the one scheduled after it
     assert values(next(it), "x") == [0, 1]

@@ -141,6 +141,11 @@ def test_fill_last_batch_false_means_partial_and_warns(pipes):  # J4
         warnings.filterwarnings("ignore", message="Please set `reader_name`")  # W2, not under test
         it = DALIGenericIterator(pipes, ["data"], size=5, fill_last_batch=False)
     assert epoch(it) == [[[0, 1]], [[2, 3]], [[4]]]
+    # Through a subclass too, the deprecation names the user's line.
+    with pytest.warns(Warning, match="Please do not use `fill_last_batch`") as record:
+        warnings.filterwarnings("ignore", message="Please set `reader_name`")
+        DALIRaggedIterator(pipes, ["data"], size=5, fill_last_batch=True)
+    assert [w.filename for w in record] == [__file__]
 
 
 def test_partial_multi_shard_returns_zero_row_tensors(index_files, pipes):  # J5
