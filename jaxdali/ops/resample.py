@@ -50,14 +50,11 @@ def _load_sparsetools():
     import os
     import sys
 
-    loaded = sys.modules.get("scipy.sparse._sparsetools")
-    if loaded is not None:
-        return loaded
-    try:
-        import scipy
-    except ImportError:  # pragma: no cover - SciPy is a dependency
-        return False
+    import scipy
+
     name = "scipy.sparse._sparsetools"
+    if name in sys.modules:
+        return sys.modules[name]
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         path = os.path.join(scipy.__path__[0], "sparse", "_sparsetools" + suffix)
         if os.path.exists(path):
@@ -67,9 +64,9 @@ def _load_sparsetools():
             return module
     try:  # pragma: no cover - a SciPy that lays its modules out differently
         from scipy.sparse import _sparsetools
+        return _sparsetools
     except ImportError:  # pragma: no cover
         return False
-    return _sparsetools  # pragma: no cover
 
 _CV2_DEPTH = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.int16): cv2.CV_16S,
               np.dtype(np.float32): cv2.CV_32F}

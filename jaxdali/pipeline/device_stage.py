@@ -354,10 +354,7 @@ def place_on_device(host: TensorListCPU, device, may_alias: bool = False) -> Ten
     dense = host.dense()
     if dense is not None:
         alias = may_alias and is_owned(dense) and narrow_for_jax(dense) is dense
-        placed = TensorListGPU(jax.device_put(narrow_for_jax(dense, "device output"), device, may_alias=alias),
-                               host.layout())
+        placed = jax.device_put(narrow_for_jax(dense, "device output"), device, may_alias=alias)
     else:
-        samples = [narrow_for_jax(s, "device output") for s in host.samples()]
-        placed = TensorListGPU(jax.device_put(samples, device), host.layout())
-    placed.source_info = host.source_info
-    return placed
+        placed = jax.device_put([narrow_for_jax(s, "device output") for s in host.samples()], device)
+    return TensorListGPU(placed, host.layout(), host.source_info)

@@ -398,8 +398,7 @@ class GraphRunner:
         if v.host is not None:
             return v.host
         array = v.array if v.array is not None else program.run([v.ref])[v.ref]
-        v.host = TensorListCPU(np.asarray(array), v.layout)
-        v.host.source_info = v.source_info
+        v.host = TensorListCPU(np.asarray(array), v.layout, v.source_info)
         return v.host
 
     def _collect_outputs(self, values: dict, program: DeviceProgram | None, output_device) -> list:
@@ -417,9 +416,8 @@ class GraphRunner:
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
                 outputs.append(place_on_device(v, output_device, may_alias=True) if dense else v)
             elif v.array is not None or v.ref is not None:
-                placed = TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout)
-                placed.source_info = v.source_info
-                outputs.append(placed)
+                outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout,
+                                             v.source_info))
             else:
                 outputs.append(place_on_device(v.host, self.device()))
         return outputs

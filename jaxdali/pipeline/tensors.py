@@ -127,7 +127,7 @@ class _TensorListBase:
 
     _sample_type: type
 
-    def __init__(self, data: Any, layout: str = ""):
+    def __init__(self, data: Any, layout: str = "", source_info: list[str] | None = None):
         if isinstance(data, (list, tuple)):
             self._dense = None
             self._samples = list(data)
@@ -137,7 +137,7 @@ class _TensorListBase:
         self._layout = layout or ""
         #: Where each sample came from (file names as readers name them), or None: each sample's
         #: ``source_info()`` (as in DALI, carried through operators) and operators' error messages.
-        self.source_info: list[str] | None = None
+        self.source_info = source_info
 
     # -- shape and type -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -277,12 +277,8 @@ class TensorListGPU(_TensorListBase):
 
     def as_cpu(self) -> TensorListCPU:
         """A host copy of the batch."""
-        if self.dense() is not None:
-            host = TensorListCPU(np.asarray(self._dense), self._layout)
-        else:
-            host = TensorListCPU([np.asarray(s) for s in self._samples], self._layout)
-        host.source_info = self.source_info
-        return host
+        data = np.asarray(self._dense) if self.dense() is not None else [np.asarray(s) for s in self._samples]
+        return TensorListCPU(data, self._layout, self.source_info)
 
     def jax_array(self):
         """The dense batch as a ``jax.Array``."""

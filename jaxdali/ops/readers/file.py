@@ -44,6 +44,11 @@ def list_class_folders(root: str, file_filters=DEFAULT_FILE_FILTERS, dir_filters
     return names, labels
 
 
+def _joined(base: str, names: list[str]) -> list[str]:
+    """Each name under ``base`` unless it is absolute."""
+    return [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
+
+
 _LIST_LINE = re.compile(r"^(.*\S)\s+(-?\d+)\s*$")
 
 
@@ -80,10 +85,11 @@ class FileReader(Reader):
         # DALI reports as each sample's source_info; paths: where they are read from.
         if file_list is not None:
             names, label_list = parse_file_list(file_list)
-            base = root if root is not None else os.path.dirname(os.path.abspath(file_list))
+            paths = _joined(root if root is not None else os.path.dirname(os.path.abspath(file_list)), names)
             where = f"file_list {file_list!r}"
         elif files is not None:
-            names, base = list(files), root
+            names = list(files)
+            paths = names if root is None else _joined(root, names)
             if labels is not None and len(labels) != len(files):
                 raise OpArgumentError(f"fn.readers.file: 'files' has {len(files)} entries but 'labels' has {len(labels)}")
             label_list = list(labels) if labels is not None else list(range(len(files)))
@@ -92,20 +98,14 @@ class FileReader(Reader):
             if not os.path.isdir(root):
                 raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
             names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
-            base = root  # every name is relative: see below
+            prefix = os.path.join(root, "")  # every name is relative: plain concatenation, for long lists
+            paths = [prefix + n for n in names]
             where = f"class folders of {root!r} matching {list(a['file_filters'])}"
         else:
             raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
         if not names:
             raise RuntimeError(f"fn.readers.file: No files found in {where}")
-        self.names = names
-        if base is None:
-            self.paths = names
-        elif files is None and file_list is None:  # class folders: plain concatenation, for long lists
-            prefix = os.path.join(base, "")
-            self.paths = [prefix + n for n in names]
-        else:
-            self.paths = [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
+        self.names, self.paths = names, paths
         self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
         self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
@@ -126,10 +126,8 @@ class FileReader(Reader):
                     raise
 
         ctx.parallel_for(read, n)
-        data = TensorListCPU(contents)
         names = self.names
-        data.source_info = [names[i] for i in indices]
-        return data, TensorListCPU(self.labels[indices])
+        return TensorListCPU(contents, source_info=[names[i] for i in indices]), TensorListCPU(self.labels[indices])
 
 
 FILE_READER = register(OpSchema(
