@@ -318,8 +318,6 @@ class ResamplePlan:
     #: 2-D frames of up to 4 channels in OpenCV types: ``jaxdali.ops.resample`` runs the passes (the
     #: taps are then int32 indices and float32 weights).
     fast: bool = False
-    #: Every filter of the plan has non-negative weights (LINEAR, TRIANGULAR, GAUSSIAN).
-    non_negative: bool = False
 
 
 def plan_resample(shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], out_size: Sequence[int],
@@ -400,11 +398,8 @@ def plan_batch(shapes: np.ndarray, dtype: np.dtype, out_dtype: np.dtype, axes: S
                                               lo[sub, ai], hi[sub, ai], np.full(len(sub), antialias), accumulate)
                 for i, value in zip(sub, result):
                     taps[i][a] = value
-    positive = np.isin(filt, [linear, triangular, int(DALIInterpType.INTERP_GAUSSIAN)]) | ~active
-    non_negative = positive.all(axis=1)
     return [ResamplePlan({} if cv2_linear[i] else taps[i], cv2_linear=bool(cv2_linear[i]),
-                         fast=bool(fast_ok[i] and not uses_nn[i]), non_negative=bool(non_negative[i]))
-            for i in range(n)]
+                         fast=bool(fast_ok[i] and not uses_nn[i])) for i in range(n)]
 
 
 def execute_plan(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray) -> None:
@@ -428,7 +423,7 @@ def execute_plan(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out
             if plan.fast and plan.cv2_linear:
                 fast.linear_frame(src, d)
             elif plan.fast:
-                fast.resample_frame(src, plan.taps.get(axes[0]), plan.taps.get(axes[1]), d, plan.non_negative)
+                fast.resample_frame(src, plan.taps.get(axes[0]), plan.taps.get(axes[1]), d)
             elif plan.cv2_linear:
                 _cv2_linear(src, d)
             else:
@@ -684,7 +679,7 @@ def _execute_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, 
             else:
                 taps.append((np.ascontiguousarray(t[0][lo:lo + n]), np.ascontiguousarray(t[1][lo:lo + n])))
         rows_first = fast.rows_first(image.shape, full_shape, plan.taps.get(axes[0]), plan.taps.get(axes[1]))
-        fast.resample_frame(src, taps[0], taps[1], out, plan.non_negative, rows_first)
+        fast.resample_frame(src, taps[0], taps[1], out, rows_first)
         return
     full = np.empty(tuple(int(v) for v in full_shape), out.dtype)
     execute_plan(image, axes, plan, full)

@@ -1,0 +1,395 @@
+/* Separable resampling of one (H, W, C) frame with precomputed taps, without the GIL.
+ *
+ * jaxdali.ops.resample plans the taps (for every output row and column: K input indices and K float32
+ * weights); this module only applies them. Every output value is computed in float32 exactly as
+ * written: for each pass, acc = 0 + w[0] * x[0] + w[1] * x[1] + ..., in tap order, with no fused
+ * multiply-add (built with -ffp-contract=off), then rounded half to even and saturated into the output
+ * type. A value therefore depends only on its own taps and the pass order, never on which window of
+ * the output is computed, and equals the NumPy/SciPy formulation of the same passes bit for bit.
+ *
+ * Pass orders (the caller picks the cheaper one; the values differ in the last float32 bit):
+ *   rows first: each output row combines input rows (vertical, contiguous, vectorised), then its
+ *               columns are resampled from that one row; nothing larger than a row is kept.
+ *   cols first: every input row that some output row reads is resampled along W into a float32 block,
+ *               then each output row combines rows of that block.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+enum { T_U8, T_U16, T_I16, T_F32 };
+
+static const Py_ssize_t ITEMSIZE[] = {1, 2, 2, 4};
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+typedef struct {
+    const int32_t *index;
+    const float *weights;
+    Py_ssize_t m; /* output extent */
+    Py_ssize_t k; /* taps per output */
+} Taps;
+
+/* acc[i] = (first ? 0 : acc[i]) + w * x[i] for n elements of x of type `type`. */
+#define AXPY_LOOP(CTYPE)                                                              \
+    do {                                                                              \
+        const CTYPE *x = (const CTYPE *)src;                                          \
+        if (first)                                                                    \
+            for (Py_ssize_t i = 0; i < n; i++) acc[i] = 0.0f + w * (float)x[i];       \
+        else                                                                          \
+            for (Py_ssize_t i = 0; i < n; i++) acc[i] = acc[i] + w * (float)x[i];     \
+    } while (0)
+
+VECTOR_CLONES
+static void axpy(float *restrict acc, float w, const void *restrict src, int type, Py_ssize_t n, int first)
+{
+    switch (type) {
+    case T_U8: AXPY_LOOP(uint8_t); break;
+    case T_U16: AXPY_LOOP(uint16_t); break;
+    case T_I16: AXPY_LOOP(int16_t); break;
+    default: AXPY_LOOP(float); break;
+    }
+}
+
+VECTOR_CLONES
+static void to_float(float *restrict dst, const void *restrict src, int type, Py_ssize_t n)
+{
+    switch (type) {
+    case T_U8: for (Py_ssize_t i = 0; i < n; i++) dst[i] = (float)((const uint8_t *)src)[i]; break;
+    case T_U16: for (Py_ssize_t i = 0; i < n; i++) dst[i] = (float)((const uint16_t *)src)[i]; break;
+    case T_I16: for (Py_ssize_t i = 0; i < n; i++) dst[i] = (float)((const int16_t *)src)[i]; break;
+    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    }
+}
+
+/* Rounds half to even (the default rounding mode) with saturation to [LO, HI]; NaN gives 0. The bounds
+ * are integers, so saturating before rounding equals rounding before saturating. */
+#define STORE_LOOP(CTYPE, LO, HI)                                                     \
+    do {                                                                              \
+        CTYPE *y = (CTYPE *)dst;                                                      \
+        for (Py_ssize_t i = 0; i < n; i++) {                                          \
+            float v = src[i];                                                         \
+            v = v > (float)(LO) ? v : (float)(LO); /* the max/min instructions' NaN rule */ \
+            v = v < (float)(HI) ? v : (float)(HI);                                    \
+            v = (v + 12582912.0f) - 12582912.0f; /* 1.5 * 2^23: rounds to integer */  \
+            y[i] = (CTYPE)(int32_t)v;                                                 \
+        }                                                                             \
+    } while (0)
+
+#if defined(__SSE2__)
+/* The uint8 case of store, 16 values at a time: max before min, so NaN gives 0 (the scalar rule);
+ * the conversion rounds half to even (the default rounding mode). */
+static inline Py_ssize_t store_u8_sse2(uint8_t *restrict y, const float *restrict src, Py_ssize_t n)
+{
+    const __m128 lo = _mm_set1_ps(0.0f), hi = _mm_set1_ps(255.0f);
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i a = _mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(_mm_loadu_ps(src + i), lo), hi));
+        __m128i b = _mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(_mm_loadu_ps(src + i + 4), lo), hi));
+        __m128i c = _mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(_mm_loadu_ps(src + i + 8), lo), hi));
+        __m128i d = _mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(_mm_loadu_ps(src + i + 12), lo), hi));
+        _mm_storeu_si128((__m128i *)(y + i), _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
+    }
+    return i;
+}
+#endif
+
+VECTOR_CLONES
+static void store(void *restrict dst, int type, const float *restrict src, Py_ssize_t n)
+{
+    switch (type) {
+    case T_U8: {
+        Py_ssize_t done = 0;
+#if defined(__SSE2__)
+        done = store_u8_sse2((uint8_t *)dst, src, n);
+#endif
+        dst = (uint8_t *)dst + done, src += done, n -= done;
+        STORE_LOOP(uint8_t, 0, 255);
+        break;
+    }
+    case T_U16: STORE_LOOP(uint16_t, 0, 65535); break;
+    case T_I16: STORE_LOOP(int16_t, -32768, 32767); break;
+    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    }
+}
+
+/* dst (t->m, C) = the taps applied along the rows of row (n, C). Tap by tap over the whole output row,
+ * so consecutive outputs are independent sums (a tap-inner loop would wait on each add). */
+static inline void horizontal_c(float *restrict dst, const float *restrict row, const Taps *t, const int c)
+{
+    const Py_ssize_t k = t->k, m = t->m;
+    const int32_t *idx = t->index;
+    const float *w = t->weights;
+    for (Py_ssize_t x = 0; x < m; x++) {
+        const float *p = row + (Py_ssize_t)idx[x * k] * c;
+        for (int ch = 0; ch < c; ch++) dst[x * c + ch] = 0.0f + w[x * k] * p[ch];
+    }
+    for (Py_ssize_t j = 1; j < k; j++) {
+        for (Py_ssize_t x = 0; x < m; x++) {
+            const float *p = row + (Py_ssize_t)idx[x * k + j] * c;
+            const float wj = w[x * k + j];
+            for (int ch = 0; ch < c; ch++) dst[x * c + ch] = dst[x * c + ch] + wj * p[ch];
+        }
+    }
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+
+/* horizontal_c for 3 or 4 channels: one 4-lane vector holds a pixel's channels, so a tap costs one
+ * multiply-add for all channels. For 3 channels each load reads one float past the pixel and each
+ * store writes one float past it (overwritten by the next pixel): row and dst have one float of room. */
+static inline void horizontal_v4(float *restrict dst, const float *restrict row, const Taps *t, const int c)
+{
+    const Py_ssize_t k = t->k, m = t->m;
+    for (Py_ssize_t x = 0; x < m; x++) {
+        const int32_t *idx = t->index + x * k;
+        const float *w = t->weights + x * k;
+        v4f p, acc = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (Py_ssize_t j = 0; j < k; j++) {
+            memcpy(&p, row + (Py_ssize_t)idx[j] * c, sizeof(p));
+            acc = acc + w[j] * p;
+        }
+        memcpy(dst + x * c, &acc, sizeof(acc));
+    }
+}
+
+VECTOR_CLONES
+static void horizontal(float *restrict dst, const float *restrict row, const Taps *t, int c)
+{
+    switch (c) { /* constant channel counts let the compiler unroll the channel loop */
+    case 1: horizontal_c(dst, row, t, 1); break;
+    case 3: horizontal_v4(dst, row, t, 3); break;
+    case 4: horizontal_v4(dst, row, t, 4); break;
+    default: horizontal_c(dst, row, t, c); break;
+    }
+}
+
+typedef struct {
+    const char *src;
+    int src_type;
+    Py_ssize_t h, w, c, src_stride; /* stride of a row in bytes */
+    char *out;
+    int out_type;
+    Py_ssize_t oh, ow, out_stride;
+    Taps th, tw; /* m == 0: the axis keeps its extent */
+} Frame;
+
+static int rows_first(const Frame *f, float *buf)
+{
+    const Py_ssize_t wc = f->w * f->c, owc = f->ow * f->c;
+    float *vrow = buf, *hrow = buf + wc + 1;
+    for (Py_ssize_t y = 0; y < f->oh; y++) {
+        if (f->th.m) {
+            for (Py_ssize_t j = 0; j < f->th.k; j++) {
+                const int32_t r = f->th.index[y * f->th.k + j];
+                axpy(vrow, f->th.weights[y * f->th.k + j], f->src + r * f->src_stride, f->src_type, wc, j == 0);
+            }
+        } else {
+            to_float(vrow, f->src + y * f->src_stride, f->src_type, wc);
+        }
+        if (f->tw.m) {
+            horizontal(hrow, vrow, &f->tw, (int)f->c);
+            store(f->out + y * f->out_stride, f->out_type, hrow, owc);
+        } else {
+            store(f->out + y * f->out_stride, f->out_type, vrow, wc);
+        }
+    }
+    return 0;
+}
+
+static int cols_first(const Frame *f, float *buf, Py_ssize_t lo, Py_ssize_t rows)
+{
+    const Py_ssize_t wc = f->w * f->c, owc = f->ow * f->c;
+    float *in_row = buf, *acc = buf + wc + 1, *block = buf + wc + 1 + owc;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        to_float(in_row, f->src + (lo + r) * f->src_stride, f->src_type, wc);
+        horizontal(block + r * owc, in_row, &f->tw, (int)f->c);
+    }
+    for (Py_ssize_t y = 0; y < f->oh; y++) {
+        if (f->th.m) {
+            for (Py_ssize_t j = 0; j < f->th.k; j++) {
+                const int32_t r = f->th.index[y * f->th.k + j];
+                axpy(acc, f->th.weights[y * f->th.k + j], block + (r - lo) * owc, T_F32, owc, j == 0);
+            }
+            store(f->out + y * f->out_stride, f->out_type, acc, owc);
+        } else {
+            store(f->out + y * f->out_stride, f->out_type, block + y * owc, owc);
+        }
+    }
+    return 0;
+}
+
+/* -- argument handling --------------------------------------------------------------------------- */
+
+static int type_of(const char *format)
+{
+    if (format == NULL) return T_U8;
+    if (*format == '@' || *format == '=' || *format == '<') format++;
+    if (format[0] != '\0' && format[1] != '\0') return -1;
+    switch (format[0]) {
+    case 'B': return T_U8;
+    case 'H': return T_U16;
+    case 'h': return T_I16;
+    case 'f': return T_F32;
+    default: return -1;
+    }
+}
+
+/* An (a, b, c) buffer whose last two axes are contiguous; its row stride in *stride. */
+static int frame_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name, int *type)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
+    *type = type_of(view->format);
+    if (view->ndim != 3 || *type < 0 || view->itemsize != ITEMSIZE[*type] ||
+        view->strides[2] != view->itemsize || view->strides[1] != view->itemsize * view->shape[2] ||
+        view->strides[0] < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "resample: %s must be an (H, W, C) uint8, uint16, int16 or float32 array with contiguous "
+                     "rows (got %d dimensions, format '%s')", name, view->ndim, view->format ? view->format : "B");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* Taps from an (index, weights) pair or None; checks every index against the input extent. */
+static int taps_buffers(PyObject *pair, Py_buffer *index, Py_buffer *weights, Taps *t, Py_ssize_t in_len,
+                        Py_ssize_t out_len, const char *axis)
+{
+    memset(t, 0, sizeof(*t));
+    if (pair == Py_None) return 0;
+    PyObject *idx_obj, *w_obj;
+    if (!PyArg_ParseTuple(pair, "OO", &idx_obj, &w_obj)) return -1;
+    if (PyObject_GetBuffer(idx_obj, index, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    if (PyObject_GetBuffer(w_obj, weights, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(index);
+        return -1;
+    }
+    const char *fi = index->format, *fw = weights->format;
+    if (*fi == '@' || *fi == '=' || *fi == '<') fi++;
+    if (*fw == '@' || *fw == '=' || *fw == '<') fw++;
+    if (index->ndim != 2 || weights->ndim != 2 || strcmp(fi, "i") != 0 || index->itemsize != 4 ||
+        strcmp(fw, "f") != 0 || index->shape[0] != weights->shape[0] || index->shape[1] != weights->shape[1] ||
+        index->shape[0] != out_len || index->shape[1] < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "resample: the %s taps must be int32 and float32 arrays of shape (%zd, K >= 1)", axis, out_len);
+        goto fail;
+    }
+    t->index = (const int32_t *)index->buf;
+    t->weights = (const float *)weights->buf;
+    t->m = index->shape[0];
+    t->k = index->shape[1];
+    for (Py_ssize_t i = 0; i < t->m * t->k; i++) {
+        if (t->index[i] < 0 || t->index[i] >= in_len) {
+            PyErr_Format(PyExc_ValueError, "resample: %s tap index %d is outside the input's %zd", axis,
+                         (int)t->index[i], in_len);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    PyBuffer_Release(index);
+    PyBuffer_Release(weights);
+    return -1;
+}
+
+PyDoc_STRVAR(resample_doc,
+"resample(src, taps_h, taps_w, out, rows_first)\n--\n\n"
+"Resizes the (H, W, C) frame src into out (H', W', C) with separable taps, without the GIL.\n\n"
+"taps_h, taps_w: (index, weights) pairs, int32 and float32 arrays of shape (H', K) and (W', K), or\n"
+"None for an axis that keeps its extent. rows_first: apply taps_h first (True) or taps_w first.\n"
+"src and out are uint8, uint16, int16 or float32 with contiguous rows; integers are rounded half to\n"
+"even and saturated.");
+
+static PyObject *resample(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *src_obj, *th_obj, *tw_obj, *out_obj;
+    int order;
+    if (!PyArg_ParseTuple(args, "OOOOp", &src_obj, &th_obj, &tw_obj, &out_obj, &order)) return NULL;
+
+    Py_buffer src, out, ih = {0}, wh = {0}, iw = {0}, ww = {0};
+    Frame f;
+    PyObject *result = NULL;
+    if (frame_buffer(src_obj, &src, 0, "src", &f.src_type) < 0) return NULL;
+    if (frame_buffer(out_obj, &out, 1, "out", &f.out_type) < 0) {
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    f.src = src.buf;
+    f.h = src.shape[0], f.w = src.shape[1], f.c = src.shape[2], f.src_stride = src.strides[0];
+    f.out = out.buf;
+    f.oh = out.shape[0], f.ow = out.shape[1], f.out_stride = out.strides[0];
+    if (out.shape[2] != f.c) {
+        PyErr_Format(PyExc_ValueError, "resample: out has %zd channels, src %zd", out.shape[2], f.c);
+        goto done;
+    }
+    if (taps_buffers(th_obj, &ih, &wh, &f.th, f.h, f.oh, "H") < 0) goto done;
+    if (taps_buffers(tw_obj, &iw, &ww, &f.tw, f.w, f.ow, "W") < 0) goto done;
+    if ((!f.th.m && f.oh != f.h) || (!f.tw.m && f.ow != f.w)) {
+        PyErr_SetString(PyExc_ValueError, "resample: an axis without taps must keep its extent");
+        goto done;
+    }
+    if (f.oh == 0 || f.ow == 0 || f.c == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    int cols = !order && f.tw.m; /* without W taps both orders are the same computation */
+    Py_ssize_t lo = 0, rows = f.h;
+    if (cols && f.th.m) { /* only the input rows that some output row reads */
+        Py_ssize_t hi = 0;
+        lo = f.h;
+        for (Py_ssize_t i = 0; i < f.th.m * f.th.k; i++) {
+            if (f.th.index[i] < lo) lo = f.th.index[i];
+            if (f.th.index[i] > hi) hi = f.th.index[i];
+        }
+        rows = hi - lo + 1;
+    }
+    /* each row buffer has one float of room for horizontal_v4 */
+    size_t floats = cols ? (size_t)((f.w + f.ow + rows * f.ow) * f.c + 2) : (size_t)((f.w + f.ow) * f.c + 2);
+    float *buf = calloc(floats, sizeof(float));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (cols)
+        cols_first(&f, buf, lo, rows);
+    else
+        rows_first(&f, buf);
+    Py_END_ALLOW_THREADS
+    free(buf);
+    result = Py_NewRef(Py_None);
+done:
+    if (ih.obj) PyBuffer_Release(&ih);
+    if (wh.obj) PyBuffer_Release(&wh);
+    if (iw.obj) PyBuffer_Release(&iw);
+    if (ww.obj) PyBuffer_Release(&ww);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"resample", resample, METH_VARARGS, resample_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_resample_kernel",
+    .m_doc = "The compiled separable resampling kernel of jaxdali.ops.resample.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__resample_kernel(void) { return PyModule_Create(&module); }

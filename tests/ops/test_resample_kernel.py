@@ -1,0 +1,158 @@
+"""The compiled separable kernel behind ``fn.resize``'s fast path (``jaxdali/ops/_resample_kernel.c``)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from jaxdali.ops import resample
+from jaxdali.ops._resample_kernel import resample as kernel
+from jaxdali.ops.resize import _FILTERS
+from jaxdali.types import DALIInterpType
+
+
+def _taps(n, m, filt=DALIInterpType.INTERP_LINEAR, antialias=True, lo=0.0, hi=None):
+    spec = _FILTERS[filt]
+    return resample.batch_axis_taps(spec.kernel, spec.radius, np.array([n]), np.array([m]), np.array([lo]),
+                                    np.array([float(n if hi is None else hi)]), np.array([antialias]), False)[0]
+
+
+def _pass(x, taps, axis):
+    """One pass in float32 exactly as the kernel writes it: 0 + w0 * x0 + w1 * x1 + ..., in tap order."""
+    index, weights = taps
+    x = np.moveaxis(x, axis, 0)
+    acc = np.zeros((len(index),) + x.shape[1:], np.float32)
+    for j in range(index.shape[1]):
+        w = weights[:, j].reshape((-1,) + (1,) * (x.ndim - 1))
+        acc = acc + w * x[index[:, j]]
+    return np.moveaxis(acc, 0, axis)
+
+
+def _expected(src, taps_h, taps_w, rows_first, out_dtype):
+    x = src.astype(np.float32)
+    for taps, axis in ((taps_h, 0), (taps_w, 1)) if rows_first else ((taps_w, 1), (taps_h, 0)):
+        if taps is not None:
+            x = _pass(x, taps, axis)
+    if np.dtype(out_dtype).kind in "iu":
+        info = np.iinfo(out_dtype)
+        x = np.rint(np.clip(np.nan_to_num(x, nan=info.min), info.min, info.max))
+    return x.astype(out_dtype)
+
+
+@pytest.mark.parametrize("rows_first", [True, False])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels):
+    r = np.random.default_rng(channels)
+    filters = list(_FILTERS)[1:]
+    for trial in range(40):
+        dtype = [np.uint8, np.uint16, np.int16, np.float32][trial % 4]
+        out_dtype = [np.uint8, np.float32, np.int16, np.uint16, np.uint8][trial % 5]
+        h, w = r.integers(1, 70, 2)
+        oh, ow = r.integers(1, 90, 2)
+        if np.dtype(dtype).kind == "f":
+            src = (r.standard_normal((h, w, channels)) * 400).astype(dtype)
+        else:
+            info = np.iinfo(dtype)
+            src = r.integers(info.min, info.max, (h, w, channels), endpoint=True).astype(dtype)
+        f = filters[trial % len(filters)]
+        taps_h = _taps(h, oh, f, trial % 3 != 0, *r.uniform(-2, 2, 1), h + r.uniform(-2, 2))
+        taps_w = _taps(w, ow, f, trial % 3 != 1)
+        for th, tw in ((taps_h, taps_w), (None, taps_w), (taps_h, None)):
+            out = np.empty((oh if th else h, ow if tw else w, channels), out_dtype)
+            kernel(src, th, tw, out, rows_first)
+            np.testing.assert_array_equal(out, _expected(src, th, tw, rows_first, out_dtype),
+                                          err_msg=f"trial {trial}: {np.dtype(dtype)} -> {np.dtype(out_dtype)}")
+
+
+def test_integer_outputs_round_half_to_even_and_saturate():
+    values = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 0.5, 1.5, 2.5, 254.5, 255.5, -0.4, -0.6,
+                       32767.5, -32768.5, 65535.5, 3.7], np.float32)
+    src = values.reshape(1, -1, 1)
+    for dtype in (np.uint8, np.uint16, np.int16):
+        out = np.empty(src.shape, dtype)
+        kernel(src, None, None, out, True)
+        info = np.iinfo(dtype)
+        expected = np.rint(np.clip(np.nan_to_num(values, nan=info.min), info.min, info.max)).astype(dtype)
+        np.testing.assert_array_equal(out[0, :, 0], expected, err_msg=str(np.dtype(dtype)))
+    # 16 and more values take the vectorised uint8 conversion; the same rule applies.
+    wide = np.tile(src, (1, 3, 1))
+    out = np.empty(wide.shape, np.uint8)
+    kernel(wide, None, None, out, True)
+    np.testing.assert_array_equal(out[0, :, 0], np.tile(np.rint(np.clip(np.nan_to_num(values, nan=0), 0, 255)), 3))
+
+
+def test_a_window_of_rows_or_columns_reads_the_frame_in_place():
+    src = np.random.default_rng(1).integers(0, 256, (50, 60, 3), np.uint8)
+    taps_w = _taps(60, 25)
+    out = np.empty((20, 25, 3), np.uint8)
+    resample.resample_frame(src[10:30], None, taps_w, out, True)
+    np.testing.assert_array_equal(out, _expected(src[10:30].copy(), None, taps_w, True, np.uint8))
+    taps_h = _taps(50, 20)
+    out = np.empty((20, 30, 3), np.uint8)
+    resample.resample_frame(src[:, 15:45], taps_h, None, out, False)
+    np.testing.assert_array_equal(out, _expected(src[:, 15:45].copy(), taps_h, None, True, np.uint8))
+    # Channels that are not contiguous (every other column) are copied first.
+    out = np.empty((20, 25, 3), np.uint8)
+    resample.resample_frame(src[:, ::2][:, :, ::-1], taps_h, _taps(30, 25), out)
+    np.testing.assert_array_equal(out, _expected(src[:, ::2][:, :, ::-1].copy(), taps_h, _taps(30, 25),
+                                                 resample.rows_first((50, 30), (20, 25), taps_h, _taps(30, 25)),
+                                                 np.uint8))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("index_out_of_range", "W tap index 60 is outside the input's 60"),
+    ("negative_index", "H tap index -1 is outside the input's 50"),
+    ("float64_src", "src must be an \\(H, W, C\\) uint8, uint16, int16 or float32 array"),
+    ("channels", "out has 4 channels, src 3"),
+    ("taps_shape", "the H taps must be int32 and float32 arrays of shape \\(20, K >= 1\\)"),
+    ("int64_index", "the W taps must be int32"),
+    ("keeps_extent", "an axis without taps must keep its extent"),
+    ("read_only_out", "not writable|read-only"),
+])
+def test_bad_arguments_raise_instead_of_reading_out_of_bounds(case, message):
+    src = np.zeros((50, 60, 3), np.uint8)
+    taps_h, taps_w = _taps(50, 20), _taps(60, 25)
+    out = np.empty((20, 25, 3), np.uint8)
+    if case == "index_out_of_range":
+        taps_w = (taps_w[0] + 1, taps_w[1])
+    elif case == "negative_index":
+        taps_h = (taps_h[0] - 1, taps_h[1])
+    elif case == "float64_src":
+        src = src.astype(np.float64)
+    elif case == "channels":
+        out = np.empty((20, 25, 4), np.uint8)
+    elif case == "taps_shape":
+        taps_h = (taps_h[0][:5], taps_h[1][:5])
+    elif case == "int64_index":
+        taps_w = (taps_w[0].astype(np.int64), taps_w[1])
+    elif case == "keeps_extent":
+        taps_h = None
+    else:
+        out.flags.writeable = False
+    with pytest.raises((ValueError, BufferError), match=message):
+        kernel(src, taps_h, taps_w, out, True)
+
+
+def test_threads_resample_at_the_same_time_with_their_own_results():
+    """The kernel runs without the GIL: frames resized on 4 threads at once equal the one-thread results."""
+    r = np.random.default_rng(2)
+    frames = [r.integers(0, 256, (int(h), int(w), 3), np.uint8) for h, w in r.integers(100, 300, (16, 2))]
+    plans = [(_taps(f.shape[0], 97), _taps(f.shape[1], 113)) for f in frames]
+    alone = []
+    for f, (th, tw) in zip(frames, plans):
+        alone.append(np.empty((97, 113, 3), np.uint8))
+        kernel(f, th, tw, alone[-1], True)
+    together = [np.empty((97, 113, 3), np.uint8) for _ in frames]
+
+    def work(k):
+        for i in range(k, len(frames), 4):
+            for _ in range(5):
+                kernel(frames[i], *plans[i], together[i], True)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)
