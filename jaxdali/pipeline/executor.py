@@ -219,8 +219,9 @@ class Prefetcher:
                     thread.start()
             self._cond.notify_all()
 
-    def get(self) -> Produced:
-        """Blocks until the next entry is ready and returns it."""
+    def get(self, schedule_one: bool = False) -> Produced:
+        """Blocks until the next entry is ready and returns it; ``schedule_one``: if it is a batch,
+        ``schedule(1)`` in the same lock round trip."""
         with self._cond:
             stats = self._stats
             stats.gets += 1
@@ -237,7 +238,11 @@ class Prefetcher:
                         self._cond.wait()
                 finally:
                     stats.consumer_wait_seconds += time.perf_counter() - start
-            return self._queue.popleft()
+            item = self._queue.popleft()
+            if schedule_one and not (item.end or item.error or self._halted or self._closed):
+                self._credits += 1
+                self._cond.notify_all()
+            return item
 
     def statistics(self) -> "QueueStats":
         """A copy of the queue statistics since the pipeline was built."""

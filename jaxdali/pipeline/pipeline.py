@@ -300,13 +300,19 @@ class Pipeline:
         self._need_prefetch = False
         self._prefetcher.schedule(runs)
 
-    def _share(self) -> tuple:
-        self.build()
+    def _share(self, schedule_next: bool = False) -> tuple:
+        """The next batch's outputs; with ``schedule_next``, also ``_schedule()`` once it is known to be
+        a batch (in the same lock round trip as the fetch where no prefetch is due)."""
+        if not self._built:
+            self.build()
         if self._sticky_error is not None:
             raise RuntimeError("the pipeline stopped after an earlier error (see the cause)") from self._sticky_error
         if self._last_iter and self._prefetcher.queued() == 0:
             raise StopIteration
-        item = self._prefetcher.get()
+        credit = schedule_next and not self._need_prefetch and not self._last_iter
+        item = self._prefetcher.get(credit)
+        if schedule_next and not credit and not (item.end or item.error):
+            self._schedule()
         if item.end:
             self._last_iter = True
             raise StopIteration
@@ -572,11 +578,8 @@ class IteratorAPI:
     def schedule_run(self) -> None:
         self._pipe._schedule()
 
-    def share_outputs(self) -> tuple:
-        return self._pipe._share()
-
-    def release_outputs(self) -> None:
-        """Outputs stay valid; nothing to do."""
+    def share_and_schedule(self) -> tuple:
+        return self._pipe._share(schedule_next=True)
 
     def set_output_device(self, device, finish=None) -> None:
         """See ``Pipeline.set_output_device``."""

@@ -540,12 +540,11 @@ class IteratorAPI(Protocol):
         """Schedule work: the first call after construction or ``reset`` prefetches
         ``prefetch_queue_depth`` batches, later calls one."""
 
-    def share_outputs(self) -> tuple:
-        """The next batch: one TensorList-like per pipeline output (``len()`` = batch size).
-        Raises StopIteration when an external source ended the epoch."""
-
-    def release_outputs(self) -> None:
-        """Give the buffers of the batch returned by ``share_outputs`` back to the pipeline."""
+    def share_and_schedule(self) -> tuple:
+        """The next batch: one TensorList-like per pipeline output (``len()`` = batch size), and one
+        more run scheduled (DALI's share_outputs, release_outputs, schedule_run, in one step: the
+        outputs stay valid). Raises StopIteration when an external source ended the epoch; nothing
+        is scheduled then."""
 
     def reset(self) -> None:
         """Start the next epoch after a source raised StopIteration; a no-op otherwise."""
@@ -740,8 +739,7 @@ class _DaliBaseIterator:
         """Convert one batch to the framework's form (subclasses implement this).
 
         Args:
-          outputs: per wrapped pipeline, the tuple returned by its ``share_outputs()``; valid until
-            this method returns (the buffers are released afterwards).
+          outputs: per wrapped pipeline, the tuple returned by its ``share_and_schedule()``.
           rows: None to use every row. Otherwise PARTIAL trimming (PyTorch): reader mode, the rows to
             keep of each pipeline (NP entries, possibly 0); size mode, the rows to keep of each of
             the first ``len(rows)`` pipelines, the others being left out.
@@ -774,7 +772,6 @@ class _DaliBaseIterator:
         dropped = self._counters.drops_next_batch()
         counted = self._counters.advance()
         batch = None if dropped else self._assemble_batch(outputs, counted.partial_rows())
-        self._release_and_schedule()
         self._counters = counted
         if dropped:
             self._end_epoch()
@@ -785,27 +782,22 @@ class _DaliBaseIterator:
             self._schedule_runs()
         if check_epoch_end and self._counters.epoch_ended:
             self._end_epoch()
-        outputs = []
         try:
-            for api in self._apis:
-                outputs.append(api.share_outputs())
+            outputs = [api.share_and_schedule() for api in self._apis]
         except StopIteration:
             if self._counters.size < 0 and self._auto_reset:
                 self.reset()
             raise
         if self._reader_name or self._counters.size != -1:
-            if any(len(out) != self.batch_size for outs in outputs for out in outs):
-                raise AssertionError(VARIABLE_BATCH_MSG)
+            for outs in outputs:
+                for out in outs:
+                    if len(out) != self.batch_size:
+                        raise AssertionError(VARIABLE_BATCH_MSG)
         return outputs
 
     def _schedule_runs(self) -> None:
         self._ever_scheduled = True
         for api in self._apis:
-            api.schedule_run()
-
-    def _release_and_schedule(self) -> None:
-        for api in self._apis:
-            api.release_outputs()
             api.schedule_run()
 
     def _end_epoch(self):
@@ -817,7 +809,6 @@ class _DaliBaseIterator:
         """Start the next epoch; ignored with a warning while the epoch is not finished."""
         for _ in range(self._counters.batches_to_discard_on_reset()):
             self._fetch_outputs(check_epoch_end=False)
-            self._release_and_schedule()
             self._counters = self._counters.advance()
         if not self._counters.epoch_over:
             logger.warning(RESET_MID_EPOCH_MSG)

@@ -138,6 +138,12 @@ class FakePipeline:
     def release_outputs(self):
         self.current = None
 
+    def share_and_schedule(self):
+        outputs = self.share_outputs()
+        self.release_outputs()
+        self.schedule_run()
+        return outputs
+
     def reset(self):
         if self.source_ended:
             self.source_ended = False
