@@ -36,8 +36,9 @@ static const Py_ssize_t ITEMSIZE[] = {1, 2, 2, 4};
 typedef struct {
     const int32_t *index;
     const float *weights;
-    Py_ssize_t m; /* output extent */
-    Py_ssize_t k; /* taps per output */
+    Py_ssize_t m;      /* output extent */
+    Py_ssize_t k;      /* taps per output */
+    Py_ssize_t lo, hi; /* the smallest and largest index: the input range these taps read */
 } Taps;
 
 /* acc[i] = (first ? 0 : acc[i]) + w * x[i] for n elements of x of type `type`. */
@@ -184,18 +185,22 @@ typedef struct {
     Taps th, tw; /* m == 0: the axis keeps its extent */
 } Frame;
 
-static int rows_first(const Frame *f, float *buf)
+/* Rows first: each output row combines its input rows over the columns the W taps read, then
+ * resamples that row along W. */
+static void rows_first(const Frame *f, float *buf)
 {
-    const Py_ssize_t wc = f->w * f->c, owc = f->ow * f->c;
+    const Py_ssize_t wc = f->w * f->c, owc = f->ow * f->c, item = ITEMSIZE[f->src_type];
+    const Py_ssize_t c0 = f->tw.m ? f->tw.lo * f->c : 0, n = f->tw.m ? (f->tw.hi + 1) * f->c - c0 : wc;
     float *vrow = buf, *hrow = buf + wc + 1;
     for (Py_ssize_t y = 0; y < f->oh; y++) {
         if (f->th.m) {
             for (Py_ssize_t j = 0; j < f->th.k; j++) {
                 const int32_t r = f->th.index[y * f->th.k + j];
-                axpy(vrow, f->th.weights[y * f->th.k + j], f->src + r * f->src_stride, f->src_type, wc, j == 0);
+                axpy(vrow + c0, f->th.weights[y * f->th.k + j], f->src + r * f->src_stride + c0 * item,
+                     f->src_type, n, j == 0);
             }
         } else {
-            to_float(vrow, f->src + y * f->src_stride, f->src_type, wc);
+            to_float(vrow + c0, f->src + y * f->src_stride + c0 * item, f->src_type, n);
         }
         if (f->tw.m) {
             horizontal(hrow, vrow, &f->tw, (int)f->c);
@@ -204,15 +209,18 @@ static int rows_first(const Frame *f, float *buf)
             store(f->out + y * f->out_stride, f->out_type, vrow, wc);
         }
     }
-    return 0;
 }
 
-static int cols_first(const Frame *f, float *buf, Py_ssize_t lo, Py_ssize_t rows)
+/* Columns first: the input rows the H taps read, each resampled along W (from the columns its taps
+ * read) into a block, then each output row combines rows of the block. */
+static void cols_first(const Frame *f, float *buf)
 {
-    const Py_ssize_t wc = f->w * f->c, owc = f->ow * f->c;
+    const Py_ssize_t wc = f->w * f->c, owc = f->ow * f->c, item = ITEMSIZE[f->src_type];
+    const Py_ssize_t c0 = f->tw.lo * f->c, n = (f->tw.hi + 1) * f->c - c0;
+    const Py_ssize_t lo = f->th.m ? f->th.lo : 0, rows = f->th.m ? f->th.hi - f->th.lo + 1 : f->h;
     float *in_row = buf, *acc = buf + wc + 1, *block = buf + wc + 1 + owc;
     for (Py_ssize_t r = 0; r < rows; r++) {
-        to_float(in_row, f->src + (lo + r) * f->src_stride, f->src_type, wc);
+        to_float(in_row + c0, f->src + (lo + r) * f->src_stride + c0 * item, f->src_type, n);
         horizontal(block + r * owc, in_row, &f->tw, (int)f->c);
     }
     for (Py_ssize_t y = 0; y < f->oh; y++) {
@@ -226,7 +234,6 @@ static int cols_first(const Frame *f, float *buf, Py_ssize_t lo, Py_ssize_t rows
             store(f->out + y * f->out_stride, f->out_type, block + y * owc, owc);
         }
     }
-    return 0;
 }
 
 /* -- argument handling --------------------------------------------------------------------------- */
@@ -289,12 +296,17 @@ static int taps_buffers(PyObject *pair, Py_buffer *index, Py_buffer *weights, Ta
     t->weights = (const float *)weights->buf;
     t->m = index->shape[0];
     t->k = index->shape[1];
+    t->lo = in_len;
+    t->hi = -1;
     for (Py_ssize_t i = 0; i < t->m * t->k; i++) {
-        if (t->index[i] < 0 || t->index[i] >= in_len) {
-            PyErr_Format(PyExc_ValueError, "resample: %s tap index %d is outside the input's %zd", axis,
-                         (int)t->index[i], in_len);
+        const Py_ssize_t v = t->index[i];
+        if (v < 0 || v >= in_len) {
+            PyErr_Format(PyExc_ValueError, "resample: %s tap index %zd is outside the input's %zd", axis, v,
+                         in_len);
             goto fail;
         }
+        t->lo = v < t->lo ? v : t->lo;
+        t->hi = v > t->hi ? v : t->hi;
     }
     return 0;
 fail:
@@ -344,18 +356,10 @@ static PyObject *resample(PyObject *Py_UNUSED(self), PyObject *args)
         goto done;
     }
     int cols = !order && f.tw.m; /* without W taps both orders are the same computation */
-    Py_ssize_t lo = 0, rows = f.h;
-    if (cols && f.th.m) { /* only the input rows that some output row reads */
-        Py_ssize_t hi = 0;
-        lo = f.h;
-        for (Py_ssize_t i = 0; i < f.th.m * f.th.k; i++) {
-            if (f.th.index[i] < lo) lo = f.th.index[i];
-            if (f.th.index[i] > hi) hi = f.th.index[i];
-        }
-        rows = hi - lo + 1;
-    }
-    /* each row buffer has one float of room for horizontal_v4 */
-    size_t floats = cols ? (size_t)((f.w + f.ow + rows * f.ow) * f.c + 2) : (size_t)((f.w + f.ow) * f.c + 2);
+    /* Row buffers have one float of room for horizontal_v4; columns first adds the block of W-resampled
+     * rows. */
+    Py_ssize_t rows = f.th.m ? f.th.hi - f.th.lo + 1 : f.h;
+    size_t floats = (size_t)((f.w + f.ow) * f.c + 2) + (size_t)(cols ? rows * f.ow * f.c : 0);
     float *buf = calloc(floats, sizeof(float));
     if (buf == NULL) {
         PyErr_NoMemory();
@@ -363,7 +367,7 @@ static PyObject *resample(PyObject *Py_UNUSED(self), PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS
     if (cols)
-        cols_first(&f, buf, lo, rows);
+        cols_first(&f, buf);
     else
         rows_first(&f, buf);
     Py_END_ALLOW_THREADS

@@ -56,7 +56,9 @@ def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels
             src = r.integers(info.min, info.max, (h, w, channels), endpoint=True).astype(dtype)
         f = filters[trial % len(filters)]
         taps_h = _taps(h, oh, f, trial % 3 != 0, *r.uniform(-2, 2, 1), h + r.uniform(-2, 2))
-        taps_w = _taps(w, ow, f, trial % 3 != 1)
+        # Windows of the input on both axes (as a windowed resize passes them): the kernel then reads
+        # only the rows and columns the taps name.
+        taps_w = _taps(w, ow, f, trial % 3 != 1, *r.uniform(-2, w / 3, 1), w - r.uniform(-2, w / 3))
         for th, tw in ((taps_h, taps_w), (None, taps_w), (taps_h, None)):
             out = np.empty((oh if th else h, ow if tw else w, channels), out_dtype)
             kernel(src, th, tw, out, rows_first)
@@ -156,3 +158,14 @@ def test_threads_resample_at_the_same_time_with_their_own_results():
         t.join()
     for a, b in zip(alone, together):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_large_downscale_with_more_taps_than_cached_rows():
+    """120 taps per output row (more than the 8 rows the kernel keeps converted) give the same sums."""
+    src = np.random.default_rng(3).integers(0, 256, (300, 40, 3), np.uint8)
+    taps_h, taps_w = _taps(300, 5), _taps(40, 7)
+    assert taps_h[0].shape[1] > 8
+    for order in (True, False):
+        out = np.empty((5, 7, 3), np.uint8)
+        kernel(src, taps_h, taps_w, out, order)
+        np.testing.assert_array_equal(out, _expected(src, taps_h, taps_w, order, np.uint8))
