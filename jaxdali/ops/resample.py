@@ -67,15 +67,17 @@ def batch_axis_taps(kernel, radius: float, in_len: np.ndarray, out_len: np.ndarr
     taps = np.maximum(1, np.ceil(2 * reach)).astype(np.int64)
     k_max = int(taps.max())
     first = np.floor(c - 0.5 - reach[:, None]).astype(np.int64) + 1
-    j = first[:, :, None] + np.arange(k_max)[None, None, :]
-    w = kernel((j + 0.5 - c[:, :, None]) / k[:, None, None])
-    total = w.sum(axis=2, keepdims=True)
-    w = (w / np.where(total != 0, total, 1.0)).astype(np.float32)
-    j = np.clip(j, 0, (np.asarray(in_len, np.int64) - 1)[:, None, None]).astype(np.int32)
+    # Element-wise work in (K, n, m) order: NumPy's inner loops then run over m, not over K (a few
+    # taps), ~3x faster. The sum over taps runs over a (n, m, K) copy, in the order of axis_taps's.
+    j = first[None] + np.arange(k_max)[:, None, None]
+    w = kernel((j + 0.5 - c[None]) / k[None, :, None])
+    total = np.ascontiguousarray(w.transpose(1, 2, 0)).sum(axis=2)
+    w = (w / np.where(total != 0, total, 1.0)[None]).astype(np.float32)
+    j = np.clip(j, 0, (np.asarray(in_len, np.int64) - 1)[None, :, None]).astype(np.int32)
     result = []
     for i in range(n):
         m, kk = int(out_len[i]), int(taps[i])
-        result.append((np.ascontiguousarray(j[i, :m, :kk]), np.ascontiguousarray(w[i, :m, :kk])))
+        result.append((np.ascontiguousarray(j[:kk, i, :m].T), np.ascontiguousarray(w[:kk, i, :m].T)))
     return result
 
 

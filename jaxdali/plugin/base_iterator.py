@@ -769,9 +769,12 @@ class _DaliBaseIterator:
                 raise StopIteration
             return batch
         outputs = self._fetch_outputs(check_epoch_end=True)
-        dropped = self._counters.drops_next_batch()
-        counted = self._counters.advance()
-        batch = None if dropped else self._assemble_batch(outputs, counted.partial_rows())
+        counters = self._counters
+        # The policy tests spare FILL (the common case) two calls on this per-batch path.
+        dropped = counters.policy is LastBatchPolicy.DROP and counters.drops_next_batch()
+        counted = counters.advance()
+        rows = counted.partial_rows() if counters.policy is LastBatchPolicy.PARTIAL else None
+        batch = None if dropped else self._assemble_batch(outputs, rows)
         self._counters = counted
         if dropped:
             self._end_epoch()
@@ -789,10 +792,9 @@ class _DaliBaseIterator:
                 self.reset()
             raise
         if self._reader_name or self._counters.size != -1:
-            for outs in outputs:
-                for out in outs:
-                    if len(out) != self.batch_size:
-                        raise AssertionError(VARIABLE_BATCH_MSG)
+            for outs in outputs:  # a pipeline's outputs all have its batch's length
+                if len(outs[0]) != self.batch_size:
+                    raise AssertionError(VARIABLE_BATCH_MSG)
         return outputs
 
     def _schedule_runs(self) -> None:

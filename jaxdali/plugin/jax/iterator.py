@@ -150,11 +150,13 @@ class DALIGenericIterator(_DaliBaseIterator):
     def _assemble(self, name: str, per_pipeline: list) -> Any:
         sharding = self._shardings.get(name)
         if sharding is not None:
-            devices = self._devices_for(sharding, per_pipeline)
             if len(per_pipeline) == 1:
-                made = getattr(per_pipeline[0], "global_array", None)  # see _global_arrays
+                # Made by the producer for this sharding (see _global_arrays), whose only device is
+                # the pipeline's: nothing to check or assemble.
+                made = getattr(per_pipeline[0], "global_array", None)
                 if made is not None and made[0] is sharding:
                     return made[1]
+            devices = self._devices_for(sharding, per_pipeline)
             direct = self._direct.get(name)
             if direct is not None:
                 # Device-output pipelines: the batches are the shards, already on their devices.
