@@ -10,6 +10,7 @@ float32 rounding in the last bit(s), stated per operator.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -381,7 +382,7 @@ class OneHot(Operator):
     def _scalar_mode(self, shapes: Sequence[tuple]) -> bool:
         """DALI's legacy rule: when ``axis`` is not given and every sample holds exactly one element,
         each sample is a scalar (so int32 labels of shape (1,) give vectors of shape (num_classes,))."""
-        return self.args.get("axis") is None and bool(shapes) and all(int(np.prod(s)) == 1 for s in shapes)
+        return self.args.get("axis") is None and bool(shapes) and all(math.prod(s) == 1 for s in shapes)
 
     def _position(self, ndim: int) -> int:
         axis = self.args.get("axis")
@@ -542,7 +543,7 @@ class Normalize(Operator):
                 raise ValueError(f"fn.normalize: with batch=True the non-reduced extents must agree across samples, "
                                  f"got sample shapes {shapes} reduced over axes {axes}")
             mean = self._param(args, "mean", 0, shapes[0], axes)
-            count = sum(int(np.prod([s[k] for k in axes])) for s in shapes)
+            count = sum(math.prod(s[k] for k in axes) for s in shapes)
             if mean is None:
                 total = sum(np.sum(s, axis=axes, keepdims=True, dtype=np.float64) for s in samples)
                 mean64 = total / max(count, 1)
@@ -558,7 +559,7 @@ class Normalize(Operator):
         else:
             for i, s in enumerate(samples):
                 mean = self._param(args, "mean", i, shapes[i], axes)
-                count = int(np.prod([shapes[i][k] for k in axes]))
+                count = math.prod(shapes[i][k] for k in axes)
                 mean64 = np.mean(s, axis=axes, keepdims=True, dtype=np.float64) if mean is None and count else \
                     (mean.astype(np.float64) if mean is not None else np.zeros((), np.float64))
                 std = self._param(args, "stddev", i, shapes[i], axes)

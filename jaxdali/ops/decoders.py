@@ -480,11 +480,11 @@ def _convert(img: np.ndarray, spec: _DecodeSpec) -> np.ndarray:
     Computed in float32 as value * (1 / source max) * target max, rounded to nearest: for 8-bit
     sources this gives DALI's values exactly (checked for every supported type).
     """
-    import cv2
-
     target = spec.dtype
     if img.dtype == target and spec.output_type != DALIImageType.YCbCr:
         return np.ascontiguousarray(img)  # the usual uint8 -> uint8: nothing to convert
+    import cv2
+
     src_max = _range_max(img.dtype)
     if spec.output_type == DALIImageType.YCbCr:
         if img.shape[2] == 1:

@@ -6,6 +6,8 @@ or restarts from a checkpoint. Values follow DALI's distributions, not its exact
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from jaxdali.ops import rng
@@ -45,7 +47,7 @@ class _RandomOp(Operator):
     def run(self, ctx, inputs, args):
         n = ctx.batch_size
         shapes = self._shapes(inputs, args, n)
-        counts = [int(np.prod(s)) for s in shapes]
+        counts = [math.prod(s) for s in shapes]
         width = max(counts, default=0)
         keys = ctx.sample_keys(self.seed)
         values = self.draw(keys, width, inputs, args, n)
@@ -126,7 +128,7 @@ class Choice(_RandomOp):
     def run(self, ctx, inputs, args):
         n = ctx.batch_size
         shapes = self._shapes(inputs, args, n)
-        counts = [int(np.prod(s)) for s in shapes]
+        counts = [math.prod(s) for s in shapes]
         u = rng.uniform(ctx.sample_keys(self.seed), max(counts, default=0))
         out = []
         for i in range(n):
