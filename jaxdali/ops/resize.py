@@ -253,7 +253,7 @@ def axis_taps(in_len: int, out_len: int, lo: float, hi: float, interp: DALIInter
     first = np.floor(c - 0.5 - reach).astype(np.int64) + 1
     j = first[:, None] + np.arange(taps)[None, :]
     w = filt.kernel((j + 0.5 - c[:, None]) / k)
-    total = w.sum(axis=1, keepdims=True)
+    total = fast.tap_sum(w.T)[:, None]
     w = w / np.where(total != 0, total, 1.0)
     return np.clip(j, 0, in_len - 1), w.astype(np.float32)
 
