@@ -20,7 +20,13 @@ import threading
 import cv2
 import numpy as np
 
-from jaxdali.ops._resample_kernel import resample as _resample_kernel
+try:
+    from jaxdali.ops._resample_kernel import resample as _resample_kernel
+except ImportError as e:  # a source tree used without installing it
+    raise ImportError(
+        "jaxdali's compiled resize kernel (jaxdali/ops/_resample_kernel.c) is not built: install jaxdali with "
+        "`pip install .` or `pip install -e .`, which compiles it (a C compiler and the Python headers are "
+        "needed)") from e
 
 __all__ = ["batch_axis_taps", "tap_sum", "resample_frame", "frame_supported"]
 

@@ -169,3 +169,21 @@ def test_a_large_downscale_with_more_taps_than_cached_rows():
         out = np.empty((5, 7, 3), np.uint8)
         kernel(src, taps_h, taps_w, out, order)
         np.testing.assert_array_equal(out, _expected(src, taps_h, taps_w, order, np.uint8))
+
+
+def test_an_unbuilt_kernel_says_how_to_build_it():
+    """A source tree used without installing it fails at import with the fix, not a bare module name."""
+    import subprocess
+    import sys
+
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'jaxdali.ops._resample_kernel':\n"
+               "            raise ImportError('not built')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import jaxdali\n")
+    result = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "compiled resize kernel (jaxdali/ops/_resample_kernel.c) is not built" in result.stderr
+    assert "pip install -e ." in result.stderr
