@@ -257,9 +257,10 @@ static int frame_buffer(PyObject *obj, Py_buffer *view, int writable, const char
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
     *type = type_of(view->format);
+    /* The stride of an axis of length 1 is never used (and NumPy does not normalise it). */
     if (view->ndim != 3 || *type < 0 || view->itemsize != ITEMSIZE[*type] ||
-        view->strides[2] != view->itemsize || view->strides[1] != view->itemsize * view->shape[2] ||
-        view->strides[0] < 0) {
+        (view->shape[2] > 1 && view->strides[2] != view->itemsize) ||
+        (view->shape[1] > 1 && view->strides[1] != view->itemsize * view->shape[2]) || view->strides[0] < 0) {
         PyErr_Format(PyExc_ValueError,
                      "resample: %s must be an (H, W, C) uint8, uint16, int16 or float32 array with contiguous "
                      "rows (got %d dimensions, format '%s')", name, view->ndim, view->format ? view->format : "B");

@@ -101,6 +101,19 @@ def test_a_window_of_rows_or_columns_reads_the_frame_in_place():
                                                  np.uint8))
 
 
+def test_length_one_axes_with_any_stride_are_accepted():
+    """A (H, 1, C) or (H, W, 1) view whose unused stride is not the natural one (as NumPy allows)."""
+    src = np.random.default_rng(4).integers(0, 256, (40, 1, 3), np.uint8)
+    odd = np.lib.stride_tricks.as_strided(src, strides=(3, 999, 1))
+    out = np.empty((20, 1, 3), np.uint8)
+    kernel(odd, _taps(40, 20), None, out, True)
+    np.testing.assert_array_equal(out, _expected(src, _taps(40, 20), None, True, np.uint8))
+    gray = np.lib.stride_tricks.as_strided(src[:, :, :1], shape=(40, 3, 1), strides=(3, 1, 777))
+    out = np.empty((20, 3, 1), np.uint8)
+    kernel(gray, _taps(40, 20), None, out, True)
+    np.testing.assert_array_equal(out, _expected(np.ascontiguousarray(gray), _taps(40, 20), None, True, np.uint8))
+
+
 @pytest.mark.parametrize("case, message", [
     ("index_out_of_range", "W tap index 60 is outside the input's 60"),
     ("negative_index", "H tap index -1 is outside the input's 50"),
