@@ -252,7 +252,7 @@ static int type_of(const char *format)
     }
 }
 
-/* An (a, b, c) buffer whose last two axes are contiguous; its row stride in *stride. */
+/* An (a, b, c) buffer of a supported type whose last two axes are contiguous (rows may be strided). */
 static int frame_buffer(PyObject *obj, Py_buffer *view, int writable, const char *name, int *type)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;

@@ -34,9 +34,12 @@ _CV2_DEPTH = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np
               np.dtype(np.float32): cv2.CV_32F}
 
 
-def frame_supported(dtype: np.dtype, out_dtype: np.dtype, channels: int) -> bool:
-    """Whether ``resample_frame`` handles frames of this input type, output type and channel count."""
-    return np.dtype(dtype) in _CV2_DEPTH and np.dtype(out_dtype) in _CV2_DEPTH and 1 <= channels <= 4
+def frame_supported(dtype: np.dtype, out_dtype: np.dtype, channels: np.ndarray) -> np.ndarray:
+    """Whether ``resample_frame`` handles frames of this input type, output type and channel count, for
+    each of ``channels`` (an array: one answer per sample)."""
+    channels = np.asarray(channels)
+    types_ok = np.dtype(dtype) in _CV2_DEPTH and np.dtype(out_dtype) in _CV2_DEPTH
+    return types_ok & (channels >= 1) & (channels <= 4)
 
 
 # -- taps for a batch ------------------------------------------------------------------------------------

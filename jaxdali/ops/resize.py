@@ -373,7 +373,7 @@ def plan_batch(shapes: np.ndarray, dtype: np.dtype, out_dtype: np.dtype, axes: S
     axis_ok = (lo == 0) & (hi == in_ext) & np.isin(filt, [linear, triangular]) & ~(antialias & (out_size < in_ext))
     cv2_linear = (np.dtype(dtype) in _CV2_DTYPES) & (channels <= 4) & active.any(axis=1) & \
         (axis_ok | ~active).all(axis=1)
-    fast_ok = np.array([fast.frame_supported(dtype, out_dtype, int(c)) for c in channels]) if n else np.zeros(0, bool)
+    fast_ok = fast.frame_supported(dtype, out_dtype, channels)
     nn = int(DALIInterpType.INTERP_NN)
     taps: list[dict] = [{} for _ in range(n)]
     uses_nn = np.zeros(n, bool)

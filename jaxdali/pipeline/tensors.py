@@ -25,62 +25,8 @@ _NOT_DENSE_ARRAY = (
 )
 
 
-class TensorCPU:
-    """One sample (or a dense batch from ``as_tensor``) in host memory."""
-
-    def __init__(self, array: np.ndarray, layout: str = "", source_info: str = ""):
-        self._array = array
-        self._layout = layout
-        self._source_info = source_info
-
-    def source_info(self) -> str:
-        """Where the sample came from (e.g. its file, as the reader names it); "" when unknown."""
-        return self._source_info
-
-    def shape(self) -> list[int]:
-        return list(self._array.shape)
-
-    def ndim(self) -> int:
-        """Number of dimensions of the tensor (a method, as in DALI)."""
-        return self._array.ndim
-
-    @property
-    def dtype(self) -> DALIDataType:
-        return to_dali_type(self._array.dtype)
-
-    def layout(self) -> str:
-        return self._layout
-
-    def as_array(self) -> np.ndarray:
-        return self._array
-
-    def as_cpu(self) -> "TensorCPU":
-        return self
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._array, dtype=dtype)
-
-    @property
-    def __array_interface__(self) -> dict:
-        # The interface is a raw pointer: the memory must stay owned by this object (NumPy keeps the
-        # object alive as the base of the new array), so a non-contiguous view is replaced by a copy
-        # stored here instead of a temporary.
-        if not self._array.flags.c_contiguous:
-            self._array = np.ascontiguousarray(self._array)
-        return self._array.__array_interface__
-
-    def __dlpack__(self, *args, **kwargs):
-        return np.ascontiguousarray(self._array).__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
-
-    def __repr__(self) -> str:
-        return f"TensorCPU(shape={tuple(self._array.shape)}, dtype={self._array.dtype}, layout={self._layout!r})"
-
-
-class TensorGPU:
-    """One sample (or a dense batch) on the pipeline's JAX device."""
+class _TensorBase:
+    """Shared behaviour of one host or device sample: an array with a layout and a source."""
 
     def __init__(self, array: Any, layout: str = "", source_info: str = ""):
         self._array = array
@@ -105,6 +51,42 @@ class TensorGPU:
     def layout(self) -> str:
         return self._layout
 
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(shape={tuple(self._array.shape)}, dtype={self._array.dtype}, "
+                f"layout={self._layout!r})")
+
+
+class TensorCPU(_TensorBase):
+    """One sample (or a dense batch from ``as_tensor``) in host memory."""
+
+    def as_array(self) -> np.ndarray:
+        return self._array
+
+    def as_cpu(self) -> "TensorCPU":
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._array, dtype=dtype)
+
+    @property
+    def __array_interface__(self) -> dict:
+        # The interface is a raw pointer: the memory must stay owned by this object (NumPy keeps the
+        # object alive as the base of the new array), so a non-contiguous view is replaced by a copy
+        # stored here instead of a temporary.
+        if not self._array.flags.c_contiguous:
+            self._array = np.ascontiguousarray(self._array)
+        return self._array.__array_interface__
+
+    def __dlpack__(self, *args, **kwargs):
+        return np.ascontiguousarray(self._array).__dlpack__(*args, **kwargs)
+
+
+class TensorGPU(_TensorBase):
+    """One sample (or a dense batch) on the pipeline's JAX device."""
+
     def as_cpu(self) -> TensorCPU:
         return TensorCPU(np.asarray(self._array), self._layout, self._source_info)
 
@@ -114,12 +96,6 @@ class TensorGPU:
 
     def __dlpack__(self, *args, **kwargs):
         return self._array.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._array.__dlpack_device__()
-
-    def __repr__(self) -> str:
-        return f"TensorGPU(shape={tuple(self._array.shape)}, dtype={self._array.dtype}, layout={self._layout!r})"
 
 
 class _TensorListBase:

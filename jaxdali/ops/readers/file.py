@@ -97,7 +97,8 @@ class FileReader(Reader):
         elif root is not None:
             if not os.path.isdir(root):
                 raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
-            names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
+            names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"],
+                                                   a["case_sensitive_filter"])
             prefix = os.path.join(root, "")  # every name is relative: plain concatenation, for long lists
             paths = [prefix + n for n in names]
             where = f"class folders of {root!r} matching {list(a['file_filters'])}"

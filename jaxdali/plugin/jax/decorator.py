@@ -60,8 +60,9 @@ _DOC = """Decorator: a graph function becomes a factory of iterators over one pi
     must take ``shard_id`` and ``num_shards`` and pass them to its reader. ``checkpoints`` gives one
     checkpoint per device (from ``iterator.checkpoints()``). A list saved with another device count
     is accepted when the readers have a global sample order and ``pad_last_batch=True`` and there is
-    no ``external_source`` (elastic resume): the new devices first share what is left of the interrupted epoch, each remaining
-    sample exactly once, then continue with whole epochs on the new layout.
+    no ``external_source`` (elastic resume): the new devices first share what is left of the
+    interrupted epoch, each remaining sample exactly once, then continue with whole epochs on the new
+    layout.
 
     .. note::
        Deliberate differences from DALI: shard ids are positions in ``jax.devices()``, not

@@ -20,8 +20,9 @@ from jaxdali.pipeline.graph import add_op
 __all__ = ["jax_function"]
 
 
-def jax_function(function: Callable | None = None, num_outputs: int = 1, output_layouts: str | Sequence[str] | None = None,
-                 sharding: Any = None, device: str | None = None, preserve: bool = True) -> Callable:
+def jax_function(function: Callable | None = None, num_outputs: int = 1,
+                 output_layouts: str | Sequence[str] | None = None, sharding: Any = None, device: str | None = None,
+                 preserve: bool = True) -> Callable:
     """Turns ``function`` (``jax.Array`` batches in and out) into an operator for pipeline definitions.
 
     Use it as a decorator, bare or with arguments. The result is called with DataNodes inside a
