@@ -11,7 +11,8 @@ The timed loop (``measure``)::
 
 ``import_s`` is measured from the moment the runner started the process, ``ttfb_s`` from the end of
 the imports. The warm-up empties whatever the system prefetched while it started, so the timed
-loop measures steady-state production, not a queue filled for free.
+loop measures steady-state production, not a queue filled for free. PSS is also read at the end
+of the imports (``pss_import_bytes``): what the libraries cost before the loader holds any data.
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ def measure(args: ChildArgs, imported_at: float, make_loader: Callable[[], Calla
       describe_first: shape and dtype of the first batch, checked by the runner (default: its
         ``.shape`` and ``.dtype``).
     """
+    pss_imported = tree_pss_bytes(tree_pids())
     next_batch = make_loader()
     first = next_batch()
     first_at = time.time()
@@ -215,6 +217,7 @@ def measure(args: ChildArgs, imported_at: float, make_loader: Callable[[], Calla
         "import_s": imported_at - args.launch_time,
         "ttfb_s": first_at - imported_at,
         "pss_bytes": pss,
+        "pss_import_bytes": pss_imported,
         "processes": len(pids_after),
         "batch": describe_first(first),
         "timed_batches": args.batches,
