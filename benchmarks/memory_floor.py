@@ -1,6 +1,6 @@
 """The memory any JAX loader of these batches needs on this machine, before it holds any data.
 
-Prints the process's PSS (``/proc/self/smaps_rollup``) after each step of what jaxdali's
+Prints the process's PSS (``harness.tree_pss_bytes``) after each step of what jaxdali's
 ``data_iterator`` has to load: NumPy, JAX, JAX's CPU client (the first computation), jaxdali with
 OpenCV, an nvImageCodec decoder; then with one and two float32 batches of the benchmark's shape alive
 (the consumer's batch and the next one: the least a loader that prefetches keeps). Run with jaxdali's
@@ -10,17 +10,14 @@ interpreter: ``python benchmarks/memory_floor.py [--batch-size 64]``.
 from __future__ import annotations
 
 import argparse
+import os
 
 import harness
 
 
 def pss_mb() -> float:
     """This process's PSS in MB (10^6 bytes, as the benchmark reports)."""
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024 / 1e6
-    raise RuntimeError("no Pss line in /proc/self/smaps_rollup")
+    return harness.tree_pss_bytes([os.getpid()]) / 1e6
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

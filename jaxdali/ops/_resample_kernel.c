@@ -238,10 +238,17 @@ static void cols_first(const Frame *f, float *buf)
 
 /* -- argument handling --------------------------------------------------------------------------- */
 
+/* A buffer format without its native or little-endian byte-order prefix (this module's targets are
+ * little-endian). */
+static const char *without_byte_order(const char *format)
+{
+    return (*format == '@' || *format == '=' || *format == '<') ? format + 1 : format;
+}
+
 static int type_of(const char *format)
 {
     if (format == NULL) return T_U8;
-    if (*format == '@' || *format == '=' || *format == '<') format++;
+    format = without_byte_order(format);
     if (format[0] != '\0' && format[1] != '\0') return -1;
     switch (format[0]) {
     case 'B': return T_U8;
@@ -283,9 +290,7 @@ static int taps_buffers(PyObject *pair, Py_buffer *index, Py_buffer *weights, Ta
         PyBuffer_Release(index);
         return -1;
     }
-    const char *fi = index->format, *fw = weights->format;
-    if (*fi == '@' || *fi == '=' || *fi == '<') fi++;
-    if (*fw == '@' || *fw == '=' || *fw == '<') fw++;
+    const char *fi = without_byte_order(index->format), *fw = without_byte_order(weights->format);
     if (index->ndim != 2 || weights->ndim != 2 || strcmp(fi, "i") != 0 || index->itemsize != 4 ||
         strcmp(fw, "f") != 0 || index->shape[0] != weights->shape[0] || index->shape[1] != weights->shape[1] ||
         index->shape[0] != out_len || index->shape[1] < 1) {

@@ -188,6 +188,7 @@ class Prefetcher:
         self._finish = finish
         self._producers = producers if begin is not None and finish is not None else 1
         self._name = name
+        # The condition's lock, entered directly (a C call) on the paths that never wait on the condition.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._begin_lock = threading.Lock()
@@ -225,7 +226,6 @@ class Prefetcher:
                                               daemon=True)
                     self._threads.append(thread)
                     thread.start()
-            self._cond.notify_all()
 
     def get(self, schedule_one: bool = False) -> Produced:
         """Blocks until the next entry is ready and returns it; ``schedule_one``: if it is a batch,
