@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 
+from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
@@ -120,8 +121,7 @@ class FileReader(Reader):
             for i in range(start, stop):
                 path = paths[indices[i]]
                 try:
-                    with open(path, "rb") as f:
-                        contents[i] = np.frombuffer(f.read(), dtype=np.uint8)
+                    contents[i] = np.frombuffer(storage.read_file(path), dtype=np.uint8)
                 except OSError as e:
                     e.add_note(f"fn.readers.file: reading sample {int(indices[i])} ({path!r})")
                     raise
