@@ -5,3 +5,5 @@ from jaxdali.ops.readers import external_source, file  # noqa: F401
 from jaxdali.ops import decoders  # noqa: F401
 from jaxdali.ops import color, geometry  # noqa: F401
 from jaxdali.ops import jax_function, resize, warp  # noqa: F401
+from jaxdali.ops.readers import video  # noqa: F401
+from jaxdali.ops import video_decoder  # noqa: F401
