@@ -101,6 +101,8 @@ def index_video(source: Any, what: str) -> VideoIndex:
             raise VideoDecodeError(f"{what}: the video stream has no frames")
         order = np.argsort(np.asarray(pts, np.int64), kind="stable")
         pts_sorted = np.asarray(pts, np.int64)[order]
+        if (np.diff(pts_sorted) == 0).any():
+            raise VideoDecodeError(f"{what}: frames share presentation timestamps, so they cannot be told apart")
         keyframes = np.flatnonzero(np.asarray(keys, bool)[order])
         if len(keyframes) == 0 or keyframes[0] != 0:
             keyframes = np.concatenate([[0], keyframes]).astype(np.int64)
@@ -138,10 +140,11 @@ def _reflect_101(frames: np.ndarray, last: int) -> np.ndarray:
 
 
 def decode_frames(source: Any, index: VideoIndex, frames: np.ndarray, out: np.ndarray, what: str,
-                  image_type: str = "rgb", fill_value: np.ndarray | None = None) -> None:
+                  image_type: str = "rgb", fill_value: np.ndarray | None = None) -> int:
     """Decodes display indices ``frames`` (any order, repeats allowed, -1 = a ``fill_value`` frame) into ``out``.
 
     ``out`` has shape ``(len(frames), height, width, channels)``; ``image_type`` is "rgb" or "ycbcr".
+    Returns how many frames the codec decoded (seeking keeps this near the number wanted).
     """
     av = pyav()
     frames = np.asarray(frames, np.int64)
@@ -151,7 +154,7 @@ def decode_frames(source: Any, index: VideoIndex, frames: np.ndarray, out: np.nd
     if len(wanted) and wanted[-1] >= index.num_frames:
         raise VideoDecodeError(f"{what}: frame {int(wanted[-1])} requested, the video has {index.num_frames} frames")
     if not len(wanted):
-        return
+        return 0
     slots = {int(f): np.flatnonzero(frames == f) for f in wanted}
     frame_of_pts = {int(p): i for i, p in enumerate(index.pts)}
     flags = _conversion_flags(av)
@@ -161,7 +164,7 @@ def decode_frames(source: Any, index: VideoIndex, frames: np.ndarray, out: np.nd
         stream.codec_context.thread_count = 1  # the pipeline's pool decodes samples in parallel
         next_frame = None  # display index the decoder will produce next; None: not positioned
         decoded = None
-        k = 0
+        k = count = 0
         try:
             while k < len(wanted):
                 target = int(wanted[k])
@@ -170,6 +173,7 @@ def decode_frames(source: Any, index: VideoIndex, frames: np.ndarray, out: np.nd
                     container.seek(int(index.pts[key]), stream=stream, backward=True, any_frame=False)
                     decoded = container.decode(stream)
                 for frame in decoded:
+                    count += 1
                     i = frame_of_pts.get(frame.pts)
                     if i is None or i < target:
                         continue
@@ -185,6 +189,7 @@ def decode_frames(source: Any, index: VideoIndex, frames: np.ndarray, out: np.nd
                                            f"{index.num_frames} could be decoded")
         except av.FFmpegError as e:
             raise VideoDecodeError(f"{what}: decoding failed ({e})") from None
+    return count
 
 
 def _conversion_flags(av) -> Any:
