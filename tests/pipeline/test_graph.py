@@ -8,6 +8,7 @@ Expected values marked "DALI 2.4" were produced by running the same graphs throu
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -517,6 +518,11 @@ DALI_ARGUMENT_INPUTS = {
     "image_decoder": set(),
     "image_decoder_random_crop": set(),
     "external_source": set(),
+    "readers.video": set(),
+    "experimental.readers.video": set(),
+    # DALI also takes pad_mode per sample; jaxdali takes it as a constant only.
+    "decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
+    "experimental.decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
 }
 
 
@@ -537,6 +543,23 @@ VOL = rng.integers(0, 256, (4, 6, 8, 3), dtype=np.uint8)
 F32 = np.float32
 I32 = np.int32
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
+
+def _tiny_video() -> np.ndarray:
+    """A 12-frame 16x16 VP9 video whose frames differ, as encoded bytes."""
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="webm") as out:
+        stream = out.add_stream("libvpx-vp9", rate=25)
+        stream.width = stream.height = 16
+        for i in range(12):
+            frame = av.VideoFrame.from_ndarray(np.full((16, 16, 3), 20 * i, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return np.frombuffer(buffer.getvalue(), np.uint8)
+
 
 # (operator, input batch or None, layout, fixed arguments, argument, value, another value, dtype of the node)
 ARGUMENT_INPUT_CASES = [
@@ -605,6 +628,12 @@ ARGUMENT_INPUT_CASES = [
     ("warp_affine", IMG, "HWC", {"matrix": [1, 0, 1, 0, 1, 0]}, "size", [5, 5], [4, 6], F32),
     ("rotate", IMG, "HWC", {}, "angle", 30.0, 10.0, F32),
     ("rotate", IMG, "HWC", {"angle": 90.0}, "size", [8, 8], [6, 6], F32),
+] + [
+    (op, _tiny_video(), "", fixed, arg, value, other, I32)
+    for op in ("decoders.video", "experimental.decoders.video")
+    for fixed, arg, value, other in [({}, "frames", [0, 5], [1, 2]), ({}, "start_frame", 2, 5),
+                                     ({"start_frame": 1}, "end_frame", 6, 9), ({}, "stride", 2, 3),
+                                     ({}, "sequence_length", 3, 5)]
 ]
 
 
