@@ -26,14 +26,15 @@ FRAMES, WIDTH, HEIGHT, GOP = 60, 96, 64, 10
 def _encode(source: pathlib.Path, path: pathlib.Path, codec: str) -> pathlib.Path:
     with av.open(str(source)) as inp, av.open(str(path), "w") as out:
         stream = out.add_stream(codec, rate=25)
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, pix_fmt
         stream.codec_context.gop_size = GOP
         if codec == "libx264":
             stream.codec_context.options = {"bf": "2"}
         for i, frame in enumerate(inp.decode(video=0)):
             if i == FRAMES:
                 break
-            small = frame.reformat(width=WIDTH, height=HEIGHT, format="yuv420p")
+            small = frame.reformat(width=WIDTH, height=HEIGHT, format=pix_fmt)
             small.pts, small.time_base = i, fractions.Fraction(1, 25)
             for packet in stream.encode(small):
                 out.mux(packet)
@@ -124,6 +125,20 @@ def test_random_frames_equal_sequential_decoding_and_seek_to_keyframes(videos, c
     decoded = decode_frames(str(path), index, np.arange(52, 56), out, codec)
     assert decoded < 2 * GOP  # from the keyframe at 50, not from frame 0
     np.testing.assert_array_equal(out, reference[52:56])
+
+
+@pytest.mark.parametrize("codec,container", [("libx265", "mp4"), ("libsvtav1", "mp4"), ("libvpx", "webm"),
+                                             ("mpeg4", "mp4"), ("mjpeg", "avi")])
+def test_every_codec_people_have(bunny, tmp_path, codec, container):
+    try:
+        path = _encode(bunny, tmp_path / f"clip.{container}", codec)
+    except (av.FFmpegError, ValueError) as e:
+        pytest.skip(f"PyAV cannot encode {codec} here: {e}")
+    reference = _reference(path)
+    index = index_video(str(path), codec)
+    out = np.zeros((3, HEIGHT, WIDTH, 3), np.uint8)
+    decode_frames(str(path), index, np.array([47, 3, 21]), out, codec)
+    np.testing.assert_array_equal(out, reference[[47, 3, 21]])
 
 
 def test_a_sequence_in_the_middle_of_the_shared_clip(bunny):
