@@ -217,7 +217,8 @@ def test_decoding_corrupt_files_prints_nothing(tmp_path, capfd):
 
             p = pipe()
             p.run()
-            assert len(p.skipped_samples()) >= 3
+            # garbage, empty, and truncated unless the crop window lies in the part that is there
+            assert len(p.skipped_samples()) >= 2
             for k in range(1, 5):
                 with pytest.raises(ImageDecodeError):
                     decode_pipe([files[k]], policy="raise", strict=True, batch_size=1, device_id=None).run()
