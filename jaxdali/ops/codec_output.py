@@ -30,27 +30,32 @@ __all__ = ["CODEC_OUTPUT", "CodecOutput", "Seen", "codec_lines"]
 _log = logging.getLogger("jaxdali.decoders")
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-# Lines the codecs write: nvImageCodec's log format, libjpeg's message catalogue, libpng, libtiff
-# and OpenCV. Anything else is passed on to the terminal.
+# Lines the codecs write: nvImageCodec's log format, libjpeg's message catalogue (its warnings and errors
+# start with one of these words), libpng, OpenCV's log and libtiff's "<function>: <message>". Anything
+# else is passed on to the terminal.
 _CODEC_LINE = re.compile(
-    r"^\s*(\[(TRACE|DEBUG|INFO|WARNING|ERROR|FATAL)\] \[[\w .-]+\]"
-    r"|Corrupt JPEG data|Premature end of JPEG|Improper call to JPEG library|Invalid JPEG|Unsupported JPEG"
-    r"|Not a JPEG file|Bogus |Warning: (unknown JFIF|thumbnail image)|Inconsistent progression"
-    r"|(Huffman|Quantization|Arithmetic) table 0x|Input file read error|JPEG datastream|Invalid (SOS|component|"
-    r"progressive|crop|memory)|Sampling factors too large|Maximum supported image dimension|Empty JPEG image"
-    r"|Image too big|Didn't expect more than one scan|Wrong JPEG library version|Requested features are incompatible"
-    r"|Unsupported color conversion|Backing store not supported"
-    r"|libpng (warning|error)|_?TIFF\w*: |\[ ?(WARN|ERROR)\s*:|imdecode_)")
+    r"^(\[(TRACE|DEBUG|INFO|WARNING|ERROR|FATAL)\] \[[\w .-]+\]"
+    r"|(Corrupt|Premature|Improper|Invalid|Unsupported|Unknown|Bogus|Inconsistent|Missing|Insufficient|Cannot"
+    r"|Didn't expect|Wrong JPEG|Not a JPEG|JPEG datastream|Empty JPEG|Image too big|Maximum supported"
+    r"|Sampling factors|Scan script|Requested features|Backing store|Buffer passed|Application transferred"
+    r"|(Huffman|Quantization|Arithmetic) table|Warning: (unknown JFIF|thumbnail image)|Input file read error)(\s|$)"
+    r"|libpng (warning|error)|\[ ?(WARN|ERROR|INFO)\s*:\d|OpenCV\(|imdecode_"
+    r"|_?TIFF\w*: |\w+(Decode|Encode|DecodeRow|Decoder|PreDecode|SetupDecode): |OJPEG\w*: |JPEGLib: "
+    r"|Predictor\w*: |(hor|fp|swab)\w*Acc\w*: |gt(Tile|Strip)\w*: |ChopUpSingleUncompressedStrip: "
+    r"|EstimateStripByteCounts: |ReadOK: )")
 
 
 def codec_lines(text: str) -> tuple[list[str], list[str]]:
-    """Splits ``text`` into (codec lines without colour codes, the other lines as written)."""
+    """Splits ``text`` into (codec lines without colour codes, the other lines as written). Blank
+    lines are dropped: OpenCV ends each of its messages with one."""
     codec, other = [], []
     for line in text.splitlines(keepends=True):
         plain = _ANSI.sub("", line).strip()
-        if plain and _CODEC_LINE.match(plain):
+        if not plain:
+            continue
+        if _CODEC_LINE.match(plain):
             codec.append(plain)
-        elif line:
+        else:
             other.append(line)
     return codec, other
 

@@ -556,7 +556,7 @@ _TRUNCATED = re.compile(r"premature end of data segment|premature end of jpeg da
 # Codec lines that report damaged data in an image that still decodes: a warning, or an error with
 # strict_decoding=True.
 _CORRUPT = re.compile(r"corrupt|premature end|bad huffman|bad arithmetic|extraneous bytes|crc|truncat|"
-                      r"invalid|incomplete|read error|improper call", re.I)
+                      r"invalid|incomplete|error|improper call", re.I)
 
 
 def _captured(call, where: str, strict: bool):
