@@ -2,11 +2,11 @@
 
 nvImageCodec's log ("[pynvimgcodec] Something went wrong ..."), libjpeg's "Corrupt JPEG data: ..."
 lines and the messages of libpng, libtiff and OpenCV are written by C/C++ code straight to file
-descriptors 1 and 2, where ``sys.stdout``/``sys.stderr`` redirection cannot reach them. While at
-least one decode runs (a ``window``), descriptors 1 and 2 point to two unnamed files; when the last
-window closes they point back to where they did. Each window learns the codec lines written while
-it was open; text that is not a codec line (a ``print`` of another thread meanwhile, say) is passed
-on to the real descriptor, in order, as soon as a window ends.
+descriptor 2 (stderr; none was seen on stdout in 10,000 fuzzed files), where ``sys.stderr``
+redirection cannot reach them. While at least one decode runs (a ``window``), descriptor 2 points to
+an unnamed file; when the last window closes it points back to where it did. Each window learns the
+codec lines written while it was open; text that is not a codec line (a warning of another thread
+meanwhile, say) is passed on to the real stderr, in order, as soon as a window ends.
 
 A window that overlapped another one cannot tell whose a line is (``Seen.shared``): the decoder
 then runs the sample again in a window of its own (``window(alone=True)``), which waits for the
@@ -17,7 +17,6 @@ operation nothing runs twice.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import re
@@ -60,14 +59,6 @@ def codec_lines(text: str) -> tuple[list[str], list[str]]:
     return codec, other
 
 
-def _flush_c_streams() -> None:
-    """Flushes C stdio buffers (``fflush(NULL)``), so buffered codec text lands inside its window."""
-    _libc.fflush(None)
-
-
-_libc = ctypes.CDLL(None)
-
-
 class Seen:
     """What one window saw: the codec ``lines`` written while it was open, and whether another window
     was open at the same time (``shared``: some lines may be the other window's)."""
@@ -80,18 +71,17 @@ class Seen:
 
 
 class CodecOutput:
-    """The process-wide capture of descriptors 1 and 2 around decodes (see the module docstring)."""
+    """The process-wide capture of stderr around decodes (see the module docstring)."""
 
-    _FDS = (1, 2)
-
-    def __init__(self):
+    def __init__(self, fd: int = 2):
+        self._fd = fd
         self._cond = threading.Condition()
         self._active = 0
         self._alone = False  # an exclusive window is open or waiting for the others to end
         self._started = 0
-        self._files: list[int] = []  # capture file per descriptor, created on first use
-        self._saved: list[int] = []  # where descriptors 1 and 2 pointed before the capture
-        self._passed_on = [0, 0]  # bytes of each capture file already handled
+        self._file = -1  # the capture file, created on first use
+        self._saved = -1  # where the descriptor pointed before the capture
+        self._passed_on = 0  # bytes of the capture file already handled
 
     @contextlib.contextmanager
     def window(self, alone: bool = False) -> Iterator[Seen]:
@@ -110,63 +100,51 @@ class CodecOutput:
             self._active += 1
             self._started += 1
             started, overlapped = self._started, self._active > 1
-            start = self._sizes()
+            start = os.fstat(self._file).st_size
         try:
             yield seen
         finally:
-            _flush_c_streams()
             with self._cond:
-                end = self._sizes()
+                end = os.fstat(self._file).st_size
                 seen.shared = overlapped or self._started != started
-                seen.lines = codec_lines(self._read(start, end))[0]
+                if end > start:
+                    seen.lines = codec_lines(os.pread(self._file, end - start, start).decode("utf-8", "replace"))[0]
                 self._active -= 1
-                self._pass_on(final=self._active == 0)
+                if end > self._passed_on:
+                    self._pass_on(end, final=self._active == 0)
                 if self._active == 0:
-                    self._restore()
+                    self._restore(end)
                 if alone:
                     self._alone = False
                 self._cond.notify_all()
 
     # -- with the lock held ------------------------------------------------------------------------
     def _redirect(self) -> None:
-        if not self._files:
-            self._files = [_anonymous_append_file() for _ in self._FDS]
-        self._saved = [os.dup(fd) for fd in self._FDS]
-        for fd, file in zip(self._FDS, self._files):
-            os.dup2(file, fd)
+        if self._file < 0:
+            self._file = _anonymous_append_file()
+        self._saved = os.dup(self._fd)
+        os.dup2(self._file, self._fd)
 
-    def _restore(self) -> None:
-        for fd, saved in zip(self._FDS, self._saved):
-            os.dup2(saved, fd)
-            os.close(saved)
-        self._saved = []
-        for file in self._files:
-            os.ftruncate(file, 0)
-        self._passed_on = [0, 0]
+    def _restore(self, size: int) -> None:
+        os.dup2(self._saved, self._fd)
+        os.close(self._saved)
+        self._saved = -1
+        if size:
+            os.ftruncate(self._file, 0)
+            self._passed_on = 0
 
-    def _sizes(self) -> tuple[int, ...]:
-        return tuple(os.fstat(f).st_size for f in self._files)
-
-    def _read(self, start: tuple[int, ...], end: tuple[int, ...]) -> str:
-        return "".join(os.pread(f, e - s, s).decode("utf-8", "replace")
-                       for f, s, e in zip(self._files, start, end) if e > s)
-
-    def _pass_on(self, final: bool) -> None:
-        """Writes the new non-codec text of each capture file to the real descriptor (whole lines
-        unless ``final``); logs the codec lines at debug level."""
-        for k, (file, saved) in enumerate(zip(self._files, self._saved)):
-            size = os.fstat(file).st_size
-            if size <= self._passed_on[k]:
-                continue
-            data = os.pread(file, size - self._passed_on[k], self._passed_on[k])
-            if not final:
-                data = data[:data.rfind(b"\n") + 1]
-            self._passed_on[k] += len(data)
-            codec, other = codec_lines(data.decode("utf-8", "replace"))
-            for line in codec:
-                _log.debug("codec: %s", line)
-            if other:
-                os.write(saved, "".join(other).encode("utf-8", "replace"))
+    def _pass_on(self, size: int, final: bool) -> None:
+        """Writes the new non-codec text of the capture file (up to ``size``) to the real descriptor,
+        whole lines unless ``final``; logs the codec lines at debug level."""
+        data = os.pread(self._file, size - self._passed_on, self._passed_on)
+        if not final:
+            data = data[:data.rfind(b"\n") + 1]
+        self._passed_on += len(data)
+        codec, other = codec_lines(data.decode("utf-8", "replace"))
+        for line in codec:
+            _log.debug("codec: %s", line)
+        if other:
+            os.write(self._saved, "".join(other).encode("utf-8", "replace"))
 
 
 def _anonymous_append_file() -> int:

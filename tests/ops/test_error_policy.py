@@ -229,7 +229,8 @@ def test_capture_passes_other_output_through(capfd):
     with CODEC_OUTPUT.window() as seen:
         os.write(2, b"a line of the user's\n")
         os.write(2, b"Corrupt JPEG data: bad Huffman code\n")
-        os.write(1, b"\x1b[0;31m[ERROR] \x1b[0m[libjpeg_turbo_decoder] Could not decode\n")
-        os.write(1, b"partial")
-    assert seen.lines == ["[ERROR] [libjpeg_turbo_decoder] Could not decode", "Corrupt JPEG data: bad Huffman code"]
-    assert capfd.readouterr() == ("partial", "a line of the user's\n")
+        os.write(2, b"\x1b[0;31m[ERROR] \x1b[0m[libjpeg_turbo_decoder] Could not decode\n\n")
+        os.write(2, b"partial")
+        os.write(1, b"stdout is not captured\n")
+    assert seen.lines == ["Corrupt JPEG data: bad Huffman code", "[ERROR] [libjpeg_turbo_decoder] Could not decode"]
+    assert capfd.readouterr() == ("stdout is not captured\n", "a line of the user's\npartial")
