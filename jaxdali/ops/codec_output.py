@@ -41,7 +41,8 @@ _CODEC_LINE = re.compile(
     r"|libpng (warning|error)|\[ ?(WARN|ERROR|INFO)\s*:\d|OpenCV\(|imdecode_"
     r"|_?TIFF\w*: |\w+(Decode|Encode|DecodeRow|Decoder|PreDecode|SetupDecode): |OJPEG\w*: |JPEGLib: "
     r"|Predictor\w*: |(hor|fp|swab)\w*Acc\w*: |gt(Tile|Strip)\w*: |ChopUpSingleUncompressedStrip: "
-    r"|EstimateStripByteCounts: |ReadOK: )")
+    r"|EstimateStripByteCounts: |ReadOK: "
+    r"|\w+: .*(TIFF|IFD|[Dd]irectory|[Ss]trip|[Tt]ile|[Ss]canline|[Tt]ag \d|Photometric|compression scheme))")
 
 
 def codec_lines(text: str) -> tuple[list[str], list[str]]:
