@@ -375,6 +375,7 @@ def test_huge_header_is_refused_before_decoding():
         decode([jpeg_claiming(60000, 60000)], op="decoders.image_random_crop")
 
 
+@pytest.mark.filterwarnings("ignore::jaxdali.ops.decoders.LargeImageWarning")
 def test_old_default_limit_is_refused_and_the_check_is_inclusive(tmp_path):
     # The old default, 2**28 pixels, let a 16384 x 16384 header through (the check was `>`): ~30-50 s and
     # ~7 GB for a batch of 8. Now the default refuses it, by name, before decoding.
@@ -441,6 +442,7 @@ def test_huge_header_of_other_formats_is_refused(fmt, kwargs, path):
             decode([huge], op=op)
 
 
+@pytest.mark.filterwarnings("ignore::jaxdali.ops.decoders.LargeImageWarning")
 def test_lowered_pixel_limit_refuses_normal_images():
     data = encode(smooth(), "PNG")  # 80 x 48 = 3840 pixels
     previous = config.get("max_image_pixels")
