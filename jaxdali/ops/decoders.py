@@ -563,7 +563,7 @@ def _captured(call, where: str, strict: bool):
     """``call()`` with the codecs' output captured (``codec_output``): their messages about this sample
     become an ImageDecodeError (failures, truncated data; any corrupt data when ``strict``) or a
     CorruptImageWarning, and never reach the terminal."""
-    error = result = None
+    result = None
     for alone in (False, True):
         error = None
         with CODEC_OUTPUT.window(alone) as seen:
