@@ -23,9 +23,11 @@ class Option:
 
 
 OPTIONS: dict[str, Option] = {o.name: o for o in (
-    Option("max_image_pixels", "JAXDALI_MAX_IMAGE_PIXELS", 1 << 28, int,
-           "Decoders refuse images whose header declares more pixels (width x height) than this, before "
-           "allocating anything."),
+    Option("max_image_pixels", "JAXDALI_MAX_IMAGE_PIXELS", 178_956_970, int,
+           "Decoders refuse images whose header declares this many pixels (width x height) or more, before "
+           "allocating anything, and warn (LargeImageWarning) from half of it. The default is Pillow's "
+           "decompression-bomb error threshold (2 x 89,478,485); the decoders' max_image_pixels argument "
+           "overrides it per operator."),
     Option("recycle_device_outputs", "JAXDALI_RECYCLE_DEVICE_OUTPUTS", True, lambda v: v.lower() not in ("0", "false", "no"),
            "Framework iterators let the fused device program write large outputs into the memory of earlier "
            "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "

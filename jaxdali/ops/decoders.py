@@ -41,19 +41,22 @@ import struct
 import sys
 import tempfile
 import threading
+import warnings
 from typing import Any
 
 import numpy as np
 
 from jaxdali import config
 from jaxdali.ops import rng
+from jaxdali.ops.codec_output import CODEC_OUTPUT
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
+from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
-__all__ = ["FORMAT_DECODERS", "IMAGE", "IMAGE_RANDOM_CROP", "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP",
+__all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP", "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP",
            "decode_path", "exif_orientation"]
 
 _log = logging.getLogger("jaxdali.decoders")
@@ -307,7 +310,19 @@ def _describe(op: str, index: int, source: str | None) -> str:
     return f"fn.{op}: {where}"
 
 
-def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adjust: bool) -> _Header:
+class LargeImageWarning(UserWarning):
+    """An image's header declares at least half of ``max_image_pixels`` pixels (it is decoded; at the
+    limit it would be refused). Pillow's DecompressionBombWarning plays the same role."""
+
+
+class CorruptImageWarning(UserWarning):
+    """The codec reported corrupt data in an image it still decoded (e.g. libjpeg's "Corrupt JPEG data:
+    1 extraneous bytes before marker 0xd9"); ``strict_decoding=True`` makes it an ImageDecodeError."""
+
+
+def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adjust: bool, limit: int) -> _Header:
+    """The image's format, size and orientation; refuses sizes of ``limit`` pixels or more before any
+    allocation."""
     buf = memoryview(data)
     if len(buf) == 0:
         raise ImageDecodeError(f"{_describe(op, index, source)}: empty (0 bytes); expected an encoded image")
@@ -332,12 +347,16 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
         _log.debug("%s: WebP that nvImageCodec rejects; decoding with OpenCV", _describe(op, index, source))
     if header.path not in FORMAT_DECODERS:
         raise ImageDecodeError(f"{_describe(op, index, source)}: unsupported image format {header.path!r}")
-    limit = config.get("max_image_pixels")
-    if header.height * header.width > limit:
-        raise ValueError(
+    pixels = header.height * header.width
+    if pixels >= limit:
+        raise ImageDecodeError(
             f"{_describe(op, index, source)}: the image header declares {header.width} x {header.height} = "
-            f"{header.height * header.width} pixels, more than max_image_pixels={limit}; raise the limit with "
-            "jaxdali.config.update('max_image_pixels', n) or JAXDALI_MAX_IMAGE_PIXELS if the file is trusted")
+            f"{pixels} pixels, at or above the limit max_image_pixels={limit} (a decompression bomb or a corrupt "
+            "header); if the file is trusted, raise the limit with the decoder argument max_image_pixels, "
+            "jaxdali.config.update('max_image_pixels', n) or JAXDALI_MAX_IMAGE_PIXELS")
+    if 2 * pixels >= limit:
+        warnings.warn(f"{_describe(op, index, source)}: the image header declares {header.width} x {header.height} "
+                      f"= {pixels} pixels, at least half of max_image_pixels={limit}", LargeImageWarning)
     if header.height < 1 or header.width < 1:
         raise ImageDecodeError(f"{_describe(op, index, source)}: the header declares an empty image "
                                f"({header.width} x {header.height})")
@@ -349,7 +368,7 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
 def decode_path(data) -> str:
     """Which ``FORMAT_DECODERS`` entry decodes this encoded image (e.g. ``"jpeg"``, ``"webp-opencv"``)."""
     arr = np.ascontiguousarray(np.asarray(data, dtype=np.uint8).reshape(-1))
-    return _read_header(arr, "decoders.image", 0, None, False).path
+    return _read_header(arr, "decoders.image", 0, None, False, config.get("max_image_pixels")).path
 
 
 # -- orientation ------------------------------------------------------------------------------------
@@ -532,6 +551,47 @@ def _encoded(sample, op: str, index: int, source: str | None) -> np.ndarray:
     return np.ascontiguousarray(arr.reshape(-1))
 
 
+# Codec lines that mean the output would be partly blank (entropy data cut short): always an error.
+_TRUNCATED = re.compile(r"premature end of data segment|premature end of jpeg data", re.I)
+# Codec lines that report damaged data in an image that still decodes: a warning, or an error with
+# strict_decoding=True.
+_CORRUPT = re.compile(r"corrupt|premature end|bad huffman|bad arithmetic|extraneous bytes|crc|truncat|"
+                      r"invalid|incomplete|error|improper call", re.I)
+
+
+def _captured(call, where: str, strict: bool):
+    """``call()`` with the codecs' output captured (``codec_output``): their messages about this sample
+    become an ImageDecodeError (failures, truncated data; any corrupt data when ``strict``) or a
+    CorruptImageWarning, and never reach the terminal."""
+    result = None
+    for alone in (False, True):
+        error = None
+        with CODEC_OUTPUT.window(alone) as seen:
+            try:
+                result = call()
+            except ImageDecodeError as e:
+                error = e
+        if not (seen.lines and seen.shared):
+            break  # the lines (if any) are this sample's: no other decode ran meanwhile
+    said = "; ".join(dict.fromkeys(seen.lines))
+    if error is not None:
+        if said:
+            raise ImageDecodeError(f"{error}; the codec reported: {said}") from None
+        raise error
+    truncated = [line for line in seen.lines if _TRUNCATED.search(line)]
+    corrupt = [line for line in seen.lines if _CORRUPT.search(line)]
+    if truncated or (strict and corrupt):
+        why = ("its data ends early (truncated or corrupt): the decoded image would be partly blank"
+               if truncated else "the codec reports corrupt data and strict_decoding=True")
+        raise ImageDecodeError(f"{where}: {why}; the codec reported: {said}")
+    if corrupt:
+        warnings.warn(f"{where}: the codec reports corrupt data, decoded anyway (strict_decoding=True refuses such "
+                      f"images): {said}", CorruptImageWarning)
+    elif seen.lines:
+        _log.debug("%s: codec messages: %s", where, said)
+    return result
+
+
 class ImageDecoder(Operator):
     """Host image decoder (``fn.decoders.image``); ``device="mixed"`` runs the same code."""
 
@@ -549,6 +609,11 @@ class ImageDecoder(Operator):
         self.spec = _DecodeSpec(DALIImageType(self.args["output_type"]), np.dtype(to_numpy_type(dtype)),
                                 bool(self.args["use_fast_idct"]))
         self.adjust = bool(self.args["adjust_orientation"])
+        limit = self.args["max_image_pixels"]
+        self.max_pixels = int(config.get("max_image_pixels") if limit is None else limit)
+        self.strict = bool(self.args["strict_decoding"])
+        self.replace = self.args["error_policy"] == "replace"
+        self.skip_log = SkipLog(f"fn.{self.op}")
         _nvimgcodec_module()  # import problems surface at build
 
     def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
@@ -561,31 +626,44 @@ class ImageDecoder(Operator):
         sources = batch.source_info or []
         n = len(samples)
         out: list = [None] * n
+        failures: dict[int, ImageDecodeError] = {}
         keys = ctx.sample_keys(self.seed) if self.crops else None
-        spec, op, adjust = self.spec, self.op, self.adjust
+        spec, op, adjust, limit, strict = self.spec, self.op, self.adjust, self.max_pixels, self.strict
         params = _params(spec)
+        names = [sources[i] if i < len(sources) else None for i in range(n)]
+
+        def failed(i: int, error: ImageDecodeError) -> None:
+            if not self.replace:
+                raise error
+            failures[i] = error
 
         def decode_chunk(start: int, stop: int) -> None:
-            names = [sources[i] if i < len(sources) else None for i in range(start, stop)]
-            datas = [_encoded(samples[i], op, i, name) for i, name in zip(range(start, stop), names)]
-            headers = [_read_header(data, op, i, name, adjust)
-                       for i, data, name in zip(range(start, stop), datas, names)]
-            windows = None
-            if keys is not None:  # vectorised over the chunk's samples
-                sizes = np.array([_oriented_size(h.height, h.width, h.orientation) for h in headers],
-                                 np.int64).reshape(-1, 2)
-                windows = np.stack(self.windows(keys[start:stop], sizes[:, 0], sizes[:, 1]), axis=1).tolist()
-            for k, i in enumerate(range(start, stop)):
-                window = None if windows is None else windows[k]
+            datas = {i: _encoded(samples[i], op, i, names[i]) for i in range(start, stop)}
+            headers: dict[int, _Header] = {}
+            for i, data in datas.items():
                 try:
-                    out[i] = _decode_one(datas[k], headers[k], spec, params, window, op, i, names[k])
-                except ImageDecodeError:
-                    raise
+                    headers[i] = _captured(lambda: _read_header(data, op, i, names[i], adjust, limit),
+                                           _describe(op, i, names[i]), strict)
+                except ImageDecodeError as e:
+                    failed(i, e)
+            rows = list(headers)
+            windows = [None] * len(rows)
+            if keys is not None and rows:  # vectorised over the chunk's samples
+                sizes = np.array([_oriented_size(headers[i].height, headers[i].width, headers[i].orientation)
+                                  for i in rows], np.int64).reshape(-1, 2)
+                windows = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1]), axis=1).tolist()
+            for i, window in zip(rows, windows):
+                try:
+                    out[i] = _captured(lambda: _decode_one(datas[i], headers[i], spec, params, window, op, i, names[i]),
+                                       _describe(op, i, names[i]), strict)
+                except ImageDecodeError as e:
+                    failed(i, e)
                 except Exception as e:
-                    e.add_note(f"{_describe(op, i, names[k])} while decoding")
+                    e.add_note(f"{_describe(op, i, names[i])} while decoding")
                     raise
 
         ctx.parallel_for(decode_chunk, n)
+        replace_failed(ctx, failures, names, self.skip_log)
         return TensorListCPU(out, "HWC")
 
 
@@ -617,6 +695,15 @@ _OUTPUT_ARGS = (
         "Output element type (uint8, int8, uint16, int16, uint32, int32 or float); values are rescaled to "
         "the type's dynamic range, [0, 1] for float."),
     Arg("adjust_orientation", "bool", True, "Apply the EXIF orientation stored in the file."),
+    Arg("max_image_pixels", "int", None,
+        "(jaxdali only) Refuse images whose header declares this many pixels (width x height) or more, before "
+        "allocating anything (ImageDecodeError), and warn (LargeImageWarning) from half of it; default: config "
+        "option 'max_image_pixels' (178,956,970, Pillow's decompression-bomb limit).", min=1),
+    Arg("strict_decoding", "bool", False,
+        "(jaxdali only) Refuse images in which the codec reports corrupt data (e.g. 'Corrupt JPEG data: ... "
+        "extraneous bytes') instead of decoding them with a CorruptImageWarning. Truncated data (the image "
+        "would be partly blank) is refused either way."),
+    ERROR_POLICY_ARG,
     Arg("use_fast_idct", "bool", False,
         "JPEG: use libjpeg-turbo's fast integer IDCT (faster, slightly less accurate)."),
     Arg("jpeg_fancy_upsampling", "bool", False,
@@ -657,8 +744,9 @@ _IMAGE_DOC = (
     "Decodes images (JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, BMP) into HWC arrays, one per sample "
     "(a ragged batch). Input: encoded bytes (1-D uint8), e.g. from fn.readers.file. Decoded on the "
     "host; device='mixed' places the result on the pipeline's JAX device. Images whose header "
-    "declares more than config 'max_image_pixels' pixels are refused before decoding. A corrupt, "
-    "truncated or empty file raises ImageDecodeError naming the file.\n\nDecoder per format "
+    "declares max_image_pixels pixels or more are refused before decoding. A corrupt, truncated or "
+    "empty file raises ImageDecodeError naming the file (error_policy='replace' replaces it with another "
+    "sample of the batch instead); the codecs' own messages never reach the terminal.\n\nDecoder per format "
     "(jaxdali.ops.decoders.FORMAT_DECODERS; decode_path(data) tells which one a file takes):\n"
     + "\n".join(f"  {k}: {v}" for k, v in FORMAT_DECODERS.items()))
 _CROP_DOC = (

@@ -39,6 +39,7 @@ class RunContext:
       batch_size: samples in this iteration (may be below ``max_batch_size`` for external sources).
       max_batch_size: the pipeline's batch size.
       parallel_for: runs ``fn(start, stop)`` over chunks of ``range(n)`` on the shared worker pool.
+      replaced: rows replaced in this iteration under ``error_policy="replace"``: row -> the row it copies.
     """
 
     iteration: int
@@ -47,6 +48,16 @@ class RunContext:
     batch_size: int
     max_batch_size: int
     parallel_for: Callable[[Callable[[int, int], None], int], None]
+    replaced: dict[int, int] = dataclasses.field(default_factory=dict)
+    #: Replacements the runner has not applied to the iteration's batches yet.
+    pending_replacements: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    def replace_samples(self, rows: Mapping[int, int]) -> None:
+        """Makes each row ``r`` a copy of row ``rows[r]`` in every batch of this iteration once the
+        calling operator returns (its own outputs included: it may leave those rows unset), and
+        marks the rows as not real (``replaced_rows`` of the outputs)."""
+        self.replaced.update(rows)
+        self.pending_replacements.update(rows)
 
     def sample_keys(self, seed: int) -> np.ndarray:
         """Per-sample random keys for an operator seeded with ``seed`` (see ``jaxdali.ops.rng``)."""

@@ -416,6 +416,15 @@ class Pipeline:
             return {k: v["epoch_size_padded"] for k, v in meta.items()}
         return meta["epoch_size_padded"]
 
+    def skipped_samples(self) -> list[dict]:
+        """(jaxdali only) The samples replaced under ``error_policy="replace"`` since the pipeline was
+        built, each once, in the order they were first met (prefetched batches included):
+        ``[{"operator": name, "source": file (or "sample i of iteration k"), "error": message}]``."""
+        if not self._built:
+            return []
+        return [entry for op in self._built_ops.values() if hasattr(op, "skip_log")
+                for entry in op.skip_log.entries()]
+
     def executor_statistics(self) -> dict:
         """Seconds spent in each operator since the pipeline started, by operator name.
 

@@ -247,6 +247,10 @@ class GraphRunner:
             placed = time.perf_counter()
             output_device, _, finish = job.mode
             outputs = self._collect_outputs(job.values, job.program, output_device)
+            if job.ctx.replaced:
+                replaced = tuple(sorted(job.ctx.replaced))
+                for out in outputs:
+                    out.replaced_rows = replaced
             if finish is not None:
                 finish(outputs)
             self._add_time("device", time.perf_counter() - placed)
@@ -277,6 +281,25 @@ class GraphRunner:
                 value = job.values.get(id(out_node))
                 if getattr(value, "source_info", False) is None:  # a batch that has none yet
                     value.source_info = info
+        if job.ctx.pending_replacements:
+            self._apply_replacements(job)
+
+    def _apply_replacements(self, job: "_Job") -> None:
+        """Makes the rows an operator replaced (``RunContext.replace_samples``) copies of their
+        replacements in every batch of the iteration, so each row stays one consistent sample."""
+        rows = np.arange(job.ctx.batch_size)
+        for row, source in job.ctx.pending_replacements.items():
+            rows[row] = source
+        job.ctx.pending_replacements.clear()
+        for key, value in list(job.values.items()):
+            if isinstance(value, DeviceValue):
+                host = self._to_host(value, job.program)
+                job.values[key] = DeviceValue(host=TensorListCPU([host.samples()[k] for k in rows], host.layout(),
+                                                                 _rows_of(host.source_info, rows)))
+            elif isinstance(value, TensorListCPU):
+                samples = value.samples()
+                job.values[key] = TensorListCPU([samples[k] for k in rows], value.layout(),
+                                                _rows_of(value.source_info, rows))
 
     def _run_step(self, k: int, job: "_Job") -> None:
         """Runs operator ``k`` of the iteration ``job`` (on the host, or records it on the device)."""
@@ -393,8 +416,10 @@ class GraphRunner:
     def _host_value(self, values: dict, n: DataNode, program: DeviceProgram | None) -> TensorListCPU:
         """A node's batch in host memory (device results are copied back when a host op needs them)."""
         v = values[id(n)]
-        if not isinstance(v, DeviceValue):
-            return v
+        return v if not isinstance(v, DeviceValue) else self._to_host(v, program)
+
+    @staticmethod
+    def _to_host(v: DeviceValue, program: DeviceProgram | None) -> TensorListCPU:
         if v.host is not None:
             return v.host
         array = v.array if v.array is not None else program.run([v.ref])[v.ref]
@@ -421,3 +446,7 @@ class GraphRunner:
             else:
                 outputs.append(place_on_device(v.host, self.device()))
         return outputs
+
+
+def _rows_of(source_info: list | None, rows: np.ndarray) -> list | None:
+    return None if source_info is None else [source_info[k] for k in rows]

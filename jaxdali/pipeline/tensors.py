@@ -102,6 +102,9 @@ class _TensorListBase:
     """Shared behaviour of CPU and device batches: dense array or list of samples."""
 
     _sample_type: type
+    #: Rows of this batch that an operator's ``error_policy="replace"`` filled with a copy of another
+    #: row (jaxdali only); iterators mark them as not real in their padding mask.
+    replaced_rows: tuple[int, ...] = ()
 
     def __init__(self, data: Any, layout: str = "", source_info: list[str] | None = None):
         if isinstance(data, (list, tuple)):

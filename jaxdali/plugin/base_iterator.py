@@ -704,6 +704,7 @@ class _DaliBaseIterator:
         self._next_counters: EpochCounters | None = None
         self._ever_scheduled = False
         self._ever_consumed = False
+        self._replaced_rows: list[tuple[int, ...]] = []
 
         self._enable_checkpointing = pipelines[0].enable_checkpointing
         if any(p.enable_checkpointing != self._enable_checkpointing for p in pipelines):
@@ -769,6 +770,8 @@ class _DaliBaseIterator:
                 raise StopIteration
             return batch
         outputs = self._fetch_outputs(check_epoch_end=True)
+        # Rows each pipeline's error_policy="replace" filled with a copy of another row (not real).
+        self._replaced_rows = [getattr(outs[0], "replaced_rows", ()) if outs else () for outs in outputs]
         counters = self._counters
         # The policy tests spare FILL (the common case) two calls on this per-batch path.
         dropped = counters.policy is LastBatchPolicy.DROP and counters.drops_next_batch()
@@ -846,8 +849,12 @@ class _DaliBaseIterator:
         return self._counters.counter
 
     def _nonpadding_mask(self) -> np.ndarray:
-        """Bool mask (NP*bs) of the real rows of the last batch counted; see ``EpochCounters``."""
-        return self._counters.nonpadding_mask()
+        """Bool mask (NP*bs) of the real rows of the last batch counted; see ``EpochCounters``. Rows
+        that an operator's ``error_policy="replace"`` filled with a copy of another row are not real."""
+        mask = self._counters.nonpadding_mask()
+        for j, rows in enumerate(self._replaced_rows):
+            mask[[j * self.batch_size + r for r in rows]] = False
+        return mask
 
     # -- checkpoints ----------------------------------------------------------------------------
 

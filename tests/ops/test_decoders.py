@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import pathlib
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -27,7 +28,7 @@ from jaxdali import config, fn, pipeline_def, types  # noqa: E402
 from jaxdali.ops import rng  # noqa: E402
 from jaxdali.ops.crop_window import crop_window_draws, random_crop_windows  # noqa: E402
 from jaxdali.ops.decoders import (FORMAT_DECODERS, ImageDecodeError, ImageRandomCropDecoder,  # noqa: E402
-                                  decode_path, exif_orientation)
+                                  LargeImageWarning, decode_path, exif_orientation)
 from jaxdali.ops.schema import OpArgumentError  # noqa: E402
 
 JPEG_MAX_ERROR = 4
@@ -356,16 +357,58 @@ def test_any_data_without_native_decoding_says_so():
     assert decode([buf.getvalue()])[0][0].shape == (37, 53, 3)
 
 
-def test_huge_header_is_refused_before_decoding():
-    huge = png_claiming(100_000, 100_000)
-    with pytest.raises(ValueError, match=r"declares 100000 x 100000 = 10000000000 pixels, more than "
-                                         r"max_image_pixels=268435456"):
-        decode([huge])
+def jpeg_claiming(width: int, height: int) -> bytes:
+    """A small real JPEG whose frame header declares ``width`` x ``height`` (its data is for 80 x 48)."""
     jpeg = bytearray(encode(smooth(), "JPEG"))
     sof = jpeg.index(b"\xff\xc0")
-    jpeg[sof + 5:sof + 9] = struct.pack(">HH", 60000, 60000)  # height, width
-    with pytest.raises(ValueError, match="declares 60000 x 60000"):
-        decode([bytes(jpeg)], op="decoders.image_random_crop")
+    jpeg[sof + 5:sof + 9] = struct.pack(">HH", height, width)
+    return bytes(jpeg)
+
+
+def test_huge_header_is_refused_before_decoding():
+    huge = png_claiming(100_000, 100_000)
+    with pytest.raises(ImageDecodeError, match=r"fn.decoders.image: sample 0: the image header declares 100000 x "
+                                               r"100000 = 10000000000 pixels, at or above the limit "
+                                               r"max_image_pixels=178956970"):
+        decode([huge])
+    with pytest.raises(ImageDecodeError, match="declares 60000 x 60000"):
+        decode([jpeg_claiming(60000, 60000)], op="decoders.image_random_crop")
+
+
+@pytest.mark.filterwarnings("ignore::jaxdali.ops.decoders.LargeImageWarning")
+def test_old_default_limit_is_refused_and_the_check_is_inclusive(tmp_path):
+    # The old default, 2**28 pixels, let a 16384 x 16384 header through (the check was `>`): ~30-50 s and
+    # ~7 GB for a batch of 8. Now the default refuses it, by name, before decoding.
+    bomb = tmp_path / "bomb.jpg"
+    bomb.write_bytes(jpeg_claiming(16384, 16384))
+
+    def graph():
+        jpegs, _ = fn.readers.file(files=[str(bomb)] * 8)
+        return fn.decoders.image(jpegs)
+
+    with pytest.raises(ImageDecodeError, match=rf"sample 0 \('{bomb}'\): the image header declares 16384 x 16384 = "
+                                               r"268435456 pixels"):
+        run_graph(graph, batch_size=8)
+    # A limit equal to the declared size refuses it (inclusive), per operator as well as globally.
+    with pytest.raises(ImageDecodeError, match="max_image_pixels=3840"):
+        decode([encode(smooth(), "PNG")], max_image_pixels=80 * 48)
+    assert decode([encode(smooth(), "PNG")], max_image_pixels=80 * 48 + 1)[0][0].shape == (48, 80, 3)
+
+
+def test_large_image_warns_from_half_the_limit():
+    data = encode(smooth(), "PNG")  # 3840 pixels
+    with pytest.warns(LargeImageWarning, match="80 x 48 = 3840 pixels, at least half of max_image_pixels=7680"):
+        decode([data], max_image_pixels=7680)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decode([data], max_image_pixels=7681)
+
+
+def test_big_header_with_truncated_data_is_an_error_not_a_grey_image():
+    # 8000 x 8000 declared, 80 x 48 of data: libjpeg fills the rest with grey and only says "premature end of
+    # data segment" on stderr; the decoder used to return the 99.7 % grey image without an error.
+    with pytest.raises(ImageDecodeError, match=r"sample 0: its data ends early .*premature end of data segment"):
+        decode([jpeg_claiming(8000, 8000)])
 
 
 def _claim_size(data: bytes, fmt: str, width: int, height: int) -> bytes:
@@ -395,18 +438,19 @@ def test_huge_header_of_other_formats_is_refused(fmt, kwargs, path):
     assert decode_path(np.frombuffer(data, np.uint8)) == path
     huge = _claim_size(data, fmt, 60000, 50000)
     for op in ("decoders.image", "decoders.image_random_crop"):
-        with pytest.raises(ValueError, match=rf"fn.{op}: sample 0: the image header declares 60000 x 50000 "):
+        with pytest.raises(ImageDecodeError, match=rf"fn.{op}: sample 0: the image header declares 60000 x 50000 "):
             decode([huge], op=op)
 
 
+@pytest.mark.filterwarnings("ignore::jaxdali.ops.decoders.LargeImageWarning")
 def test_lowered_pixel_limit_refuses_normal_images():
     data = encode(smooth(), "PNG")  # 80 x 48 = 3840 pixels
     previous = config.get("max_image_pixels")
-    config.update("max_image_pixels", 3839)
+    config.update("max_image_pixels", 3840)
     try:
-        with pytest.raises(ValueError, match="max_image_pixels=3839"):
+        with pytest.raises(ImageDecodeError, match="max_image_pixels=3840"):
             decode([data])
-        config.update("max_image_pixels", 3840)
+        config.update("max_image_pixels", 3841)
         assert decode([data])[0][0].shape == (48, 80, 3)
     finally:
         config.update("max_image_pixels", previous)

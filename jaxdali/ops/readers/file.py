@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 
+from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -111,11 +112,14 @@ class FileReader(Reader):
         self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
         self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
+        self.skip_log = SkipLog("fn.readers.file")
 
     def load(self, ctx, indices):
         n = len(indices)
         contents: list = [None] * n
+        failures: dict[int, OSError] = {}
         paths = self.paths
+        replace = self.args["error_policy"] == "replace"
 
         def read(start: int, stop: int) -> None:
             for i in range(start, stop):
@@ -124,11 +128,14 @@ class FileReader(Reader):
                     contents[i] = np.frombuffer(storage.read_file(path), dtype=np.uint8)
                 except OSError as e:
                     e.add_note(f"fn.readers.file: reading sample {int(indices[i])} ({path!r})")
-                    raise
+                    if not replace:
+                        raise
+                    failures[i] = e
 
         ctx.parallel_for(read, n)
-        names = self.names
-        return TensorListCPU(contents, source_info=[names[i] for i in indices]), TensorListCPU(self.labels[indices])
+        names = [self.names[i] for i in indices]
+        replace_failed(ctx, failures, names, self.skip_log)
+        return TensorListCPU(contents, source_info=names), TensorListCPU(self.labels[indices])
 
 
 FILE_READER = register(OpSchema(
@@ -147,4 +154,5 @@ FILE_READER = register(OpSchema(
         Arg("shuffle_after_epoch", "bool", False,
             "Reshuffle the whole list every epoch, identically on all shards (implies stick_to_shard)."),
         Arg("shuffle_after_epoch_seed", "int", None, "Base seed of the shuffle_after_epoch orders."),
+        ERROR_POLICY_ARG,
     ) + LOADER_ARGS))

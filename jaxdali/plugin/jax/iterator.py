@@ -200,7 +200,8 @@ class DALIGenericIterator(_DaliBaseIterator):
     # -- padding mask ---------------------------------------------------------------------------------------
     @property
     def is_nonpadding(self):
-        """Which rows of the last returned batch are real samples (False: reader padding).
+        """Which rows of the last returned batch are real samples (False: reader padding, or a bad
+        sample that an operator's ``error_policy="replace"`` replaced with a copy of a good one).
 
         A NumPy bool array of ``NP * batch_size`` entries; with a sharding, a ``jax.Array`` whose rows
         are placed like the outputs' rows, so ``jnp.sum(mask)`` in a jitted evaluation step counts each

@@ -1,0 +1,164 @@
+"""Keeps what the image codecs print off the terminal and hands it to the decoders as messages.
+
+nvImageCodec's log ("[pynvimgcodec] Something went wrong ..."), libjpeg's "Corrupt JPEG data: ..."
+lines and the messages of libpng, libtiff and OpenCV are written by C/C++ code straight to file
+descriptor 2 (stderr; none was seen on stdout in 10,000 fuzzed files), where ``sys.stderr``
+redirection cannot reach them. While at least one decode runs (a ``window``), descriptor 2 points to
+an unnamed file; when the last window closes it points back to where it did. Each window learns the
+codec lines written while it was open; text that is not a codec line (a warning of another thread
+meanwhile, say) is passed on to the real stderr, in order, as soon as a window ends.
+
+A window that overlapped another one cannot tell whose a line is (``Seen.shared``): the decoder
+then runs the sample again in a window of its own (``window(alone=True)``), which waits for the
+other windows to end and keeps new ones from opening. Clean images write nothing, so in normal
+operation nothing runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import tempfile
+import threading
+from typing import Iterator
+
+__all__ = ["CODEC_OUTPUT", "CodecOutput", "Seen", "codec_lines"]
+
+_log = logging.getLogger("jaxdali.decoders")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Lines the codecs write: nvImageCodec's log format, libjpeg's message catalogue (its warnings and errors
+# start with one of these words), libpng, OpenCV's log and libtiff's "<function>: <message>". Anything
+# else is passed on to the terminal.
+_CODEC_LINE = re.compile(
+    r"^(\[(TRACE|DEBUG|INFO|WARNING|ERROR|FATAL)\] \[[\w .-]+\]"
+    r"|(Corrupt|Premature|Improper|Invalid|Unsupported|Unknown|Bogus|Inconsistent|Missing|Insufficient|Cannot"
+    r"|Didn't expect|Wrong JPEG|Not a JPEG|JPEG datastream|Empty JPEG|Image too big|Maximum supported"
+    r"|Sampling factors|Scan script|Requested features|Backing store|Buffer passed|Application transferred"
+    r"|(Huffman|Quantization|Arithmetic) table|Warning: (unknown JFIF|thumbnail image)|Input file read error)(\s|$)"
+    r"|libpng (warning|error)|\[ ?(WARN|ERROR|INFO)\s*:\d|OpenCV\(|imdecode_"
+    r"|_?TIFF\w*: |\w+(Decode|Encode|DecodeRow|Decoder|PreDecode|SetupDecode): |OJPEG\w*: |JPEGLib: "
+    r"|Predictor\w*: |(hor|fp|swab)\w*Acc\w*: |gt(Tile|Strip)\w*: |ChopUpSingleUncompressedStrip: "
+    r"|EstimateStripByteCounts: |ReadOK: "
+    r"|\w+: .*(TIFF|IFD|[Dd]irectory|[Ss]trip|[Tt]ile|[Ss]canline|[Tt]ag \d|Photometric|compression scheme))")
+
+
+def codec_lines(text: str) -> tuple[list[str], list[str]]:
+    """Splits ``text`` into (codec lines without colour codes, the other lines as written). Blank
+    lines are dropped: OpenCV ends each of its messages with one."""
+    codec, other = [], []
+    for line in text.splitlines(keepends=True):
+        plain = _ANSI.sub("", line).strip()
+        if not plain:
+            continue
+        if _CODEC_LINE.match(plain):
+            codec.append(plain)
+        else:
+            other.append(line)
+    return codec, other
+
+
+class Seen:
+    """What one window saw: the codec ``lines`` written while it was open, and whether another window
+    was open at the same time (``shared``: some lines may be the other window's)."""
+
+    __slots__ = ("lines", "shared")
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.shared = False
+
+
+class CodecOutput:
+    """The process-wide capture of stderr around decodes (see the module docstring)."""
+
+    def __init__(self, fd: int = 2):
+        self._fd = fd
+        self._cond = threading.Condition()
+        self._active = 0
+        self._alone = False  # an exclusive window is open or waiting for the others to end
+        self._started = 0
+        self._file = -1  # the capture file, created on first use
+        self._saved = -1  # where the descriptor pointed before the capture
+        self._passed_on = 0  # bytes of the capture file already handled
+
+    @contextlib.contextmanager
+    def window(self, alone: bool = False) -> Iterator[Seen]:
+        """Captures the codecs' output while the ``with`` body runs; the ``Seen`` it yields is filled
+        when the body ends (also when it raises)."""
+        seen = Seen()
+        with self._cond:
+            while self._alone:
+                self._cond.wait()
+            if alone:
+                self._alone = True
+                while self._active:
+                    self._cond.wait()
+            if self._active == 0:
+                self._redirect()
+            self._active += 1
+            self._started += 1
+            started, overlapped = self._started, self._active > 1
+            start = os.fstat(self._file).st_size
+        try:
+            yield seen
+        finally:
+            with self._cond:
+                end = os.fstat(self._file).st_size
+                seen.shared = overlapped or self._started != started
+                if end > start:
+                    seen.lines = codec_lines(os.pread(self._file, end - start, start).decode("utf-8", "replace"))[0]
+                self._active -= 1
+                if end > self._passed_on:
+                    self._pass_on(end, final=self._active == 0)
+                if self._active == 0:
+                    self._restore(end)
+                if alone:
+                    self._alone = False
+                self._cond.notify_all()
+
+    # -- with the lock held ------------------------------------------------------------------------
+    def _redirect(self) -> None:
+        if self._file < 0:
+            self._file = _anonymous_append_file()
+        self._saved = os.dup(self._fd)
+        os.dup2(self._file, self._fd)
+
+    def _restore(self, size: int) -> None:
+        os.dup2(self._saved, self._fd)
+        os.close(self._saved)
+        self._saved = -1
+        if size:
+            os.ftruncate(self._file, 0)
+            self._passed_on = 0
+
+    def _pass_on(self, size: int, final: bool) -> None:
+        """Writes the new non-codec text of the capture file (up to ``size``) to the real descriptor,
+        whole lines unless ``final``; logs the codec lines at debug level."""
+        data = os.pread(self._file, size - self._passed_on, self._passed_on)
+        if not final:
+            data = data[:data.rfind(b"\n") + 1]
+        self._passed_on += len(data)
+        codec, other = codec_lines(data.decode("utf-8", "replace"))
+        for line in codec:
+            _log.debug("codec: %s", line)
+        if other:
+            os.write(self._saved, "".join(other).encode("utf-8", "replace"))
+
+
+def _anonymous_append_file() -> int:
+    """A read-write descriptor of an unnamed temporary file, opened for appending (concurrent writers
+    never overwrite each other)."""
+    fd, path = tempfile.mkstemp(prefix="jaxdali-codec-")
+    try:
+        appending = os.open(path, os.O_RDWR | os.O_APPEND)
+    finally:
+        os.unlink(path)
+        os.close(fd)
+    return appending
+
+
+#: The capture every decoder uses (descriptors are process-wide, so there is one).
+CODEC_OUTPUT = CodecOutput()
