@@ -8,16 +8,17 @@ so restoring a checkpoint is O(1) and no reader keeps its own shard, epoch or pa
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import hashlib
+from typing import Any, Sequence
 
 import numpy as np
 
 from jaxdali.ops import sampling
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg
-from jaxdali.pipeline.state import ReshardError
+from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, ReshardError, check_dict, check_int
 
-__all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED"]
+__all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED", "listing_fingerprint"]
 
 #: Base seed of ``shuffle_after_epoch`` orders; the same on every shard unless the user sets one.
 SHUFFLE_AFTER_EPOCH_BASE_SEED = 524287
@@ -40,12 +41,30 @@ LOADER_ARGS: tuple[Arg, ...] = (
 )
 
 
+def listing_fingerprint(names: Sequence[str], labels: np.ndarray | None = None) -> str:
+    """A short hash of a reader's listing: every sample's name, in order, and its label.
+
+    Computed once at build (about 0.1 s per million names); a checkpoint carries it so that a restore
+    on a folder whose files were renamed, replaced or relabelled (same count) is refused.
+    """
+    digest = hashlib.blake2b(digest_size=12)
+    digest.update("\0".join(names).encode("utf-8", "surrogateescape"))
+    if labels is not None:
+        digest.update(b"\1" + np.ascontiguousarray(labels, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
 class Reader(Operator):
-    """Base class of readers. Subclasses list their samples in ``__init__`` (setting ``num_samples``)
-    and implement ``load(ctx, indices)``, returning the output batches for those dataset indices."""
+    """Base class of readers. Subclasses list their samples in ``__init__`` (setting ``num_samples``,
+    and ``listing``/``listing_source`` from ``listing_fingerprint``) and implement
+    ``load(ctx, indices)``, returning the output batches for those dataset indices."""
 
     #: Dataset size, set by the subclass before ``_init_sampling``.
     num_samples: int = 0
+    #: ``listing_fingerprint`` of the samples; "" for a reader whose listing is its arguments alone.
+    listing: str = ""
+    #: Where the listing comes from, for error messages (e.g. "class folders of '/data'").
+    listing_source: str = ""
 
     def _init_sampling(self, shuffle_after_epoch: bool = False, shuffle_after_epoch_seed: int | None = None) -> None:
         a = self.args
@@ -111,16 +130,28 @@ class Reader(Operator):
     def state(self) -> dict:
         resumed = None if self.resumed_from is None else {"layout": self.resumed_from[0],
                                                           "position": self.resumed_from[1]}
-        return {"position": self.position, "layout": dataclasses.asdict(self.spec), "resumed_from": resumed}
+        return {"position": self.position, "layout": dataclasses.asdict(self.spec), "resumed_from": resumed,
+                "listing": self.listing}
 
     def restore(self, state: dict) -> None:
-        saved = sampling.ShardSpec(**state["layout"])
-        position = int(state["position"])
-        resumed = state.get("resumed_from")
+        field = f"pipeline.runner.ops.{self.name}"
+        check_dict(state, field, ("position", "layout", "resumed_from", "listing"))
+        if state["listing"] != self.listing:
+            raise CheckpointError(
+                f"{self.name} (fn.{self.node.schema.name}): checkpoint field {field + '.listing'!r} does not match "
+                f"this reader's {self.num_samples} samples listed from {self.listing_source}: the files (or their "
+                f"names, order or labels) changed since the checkpoint was taken")
+        saved = _spec_from(state["layout"], f"{field}.layout")
+        position = check_int(state["position"], f"{field}.position", 0, MAX_COUNT)
+        resumed = state["resumed_from"]
+        if resumed is not None:
+            check_dict(resumed, f"{field}.resumed_from", ("layout", "position"))
+            resumed = (_spec_from(resumed["layout"], f"{field}.resumed_from.layout"),
+                       check_int(resumed["position"], f"{field}.resumed_from.position", 0, MAX_COUNT))
         if saved == self.spec:
             self.position = position
             if resumed is not None:
-                self._resume(sampling.ShardSpec(**resumed["layout"]), int(resumed["position"]))
+                self._resume(*resumed)
             return
         if resumed is not None:
             raise ReshardError(
@@ -148,6 +179,17 @@ class Reader(Operator):
         if self.prefix is None:
             return None
         return {"residual": len(self.prefix.residual), "next_epoch": self.prefix.next_epoch}
+
+
+def _spec_from(layout: Any, field: str) -> sampling.ShardSpec:
+    check_dict(layout, field)
+    fields = {f.name for f in dataclasses.fields(sampling.ShardSpec)}
+    if set(layout) != fields:
+        raise CheckpointError(f"checkpoint field {field!r} must hold exactly {sorted(fields)}, got {sorted(layout)}")
+    try:
+        return sampling.ShardSpec(**layout)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint field {field!r}: {e}") from None
 
 
 def _layout_text(spec: sampling.ShardSpec) -> str:
