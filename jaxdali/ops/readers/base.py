@@ -134,7 +134,7 @@ class Reader(Operator):
                 "listing": self.listing}
 
     def restore(self, state: dict) -> None:
-        field = f"pipeline.runner.ops.{self.name}"
+        field = f"pipeline.runner.ops.{self.node.name}"
         check_dict(state, field, ("position", "layout", "resumed_from", "listing"))
         if state["listing"] != self.listing:
             raise CheckpointError(
@@ -164,8 +164,8 @@ class Reader(Operator):
             why = "; ".join(problems) if problems else (
                 "resuming on another layout needs pad_last_batch=True and a global sample order (no random_shuffle; "
                 "shuffle_after_epoch is fine)")
-            raise ReshardError(f"{self.name}: the checkpoint was taken with {_layout_text(saved)}, this reader has "
-                               f"{_layout_text(self.spec)}: {why}")
+            raise ReshardError(f"{self.name}: the checkpoint (field {field + '.layout'!r}) was taken with "
+                               f"{_layout_text(saved)}, this reader has {_layout_text(self.spec)}: {why}")
         self._resume(saved, position)
         self.position = 0
 
