@@ -83,6 +83,12 @@ DIFFERENT_ITERATOR_DATA_MSG = (
 NO_ITERATOR_DATA_MSG = (
     "Iterator data was not saved in the checkpoint. This iterator might produce unexpected results."
 )
+INEXACT_MASK_MSG = (
+    "The padding mask cannot count every sample exactly once per epoch here: with "
+    "last_batch_policy=FILL and pad_last_batch=False, a shard that does not fill whole batches reads "
+    "into the next epoch, so later epochs can lack samples (and, with several shards, hold one twice). "
+    "For exact evaluation, give the reader pad_last_batch=True."
+)
 
 
 @enum.unique
@@ -354,9 +360,16 @@ class EpochCounters:
     def nonpadding_mask(self) -> np.ndarray:
         """Which rows of the batch the counters describe (the last one counted) are real samples.
 
-        Returns a bool array of length NP*bs; per pipeline j,
-        ``left = bs - (counter - initial_shard_size[shard_ids[j]])`` and the first ``left`` rows are
-        True when ``left < bs``, else all rows are.
+        Returns a bool array of length NP*bs. Pipeline j has handed out ``counter - start`` rows in
+        this epoch, where ``start = min(read_ahead)`` is the counter the epoch began with (non-zero
+        only for FILL without padding, whose epochs begin where the previous one read ahead); the
+        first ``initial_shard_size[shard_ids[j]]`` of them are real. So a padded reader's copies of
+        its last sample are not real, and without padding the rows that wrap around to samples
+        already handed out in this epoch are not. DALI counts from 0 instead of ``start``, so its
+        count of real rows drifts down by the read-ahead every epoch (1597, 1594, 1591, ...).
+
+        Exact (every sample the epoch holds counted once) with padding, with DROP, and without
+        padding for one shard or ``stick_to_shard``; see ``mask_is_exact`` for the rest.
 
         Raises:
           AttributeError: in size mode (there are no shard sizes to compare with), as in DALI.
@@ -367,9 +380,27 @@ class EpochCounters:
                 "with `reader_name`."
             )
         rows = np.arange(self.batch_size)
-        return np.concatenate([rows < x for x in self._rows_left()])
+        start = min(self.read_ahead)
+        return np.concatenate([rows < left + start for left in self._rows_left()])
+
+    @property
+    def mask_is_exact(self) -> bool:
+        """Whether every epoch holds every sample, so that counting the mask's real rows counts each
+        sample of the data set exactly once per epoch.
+
+        False only for FILL without padding when a reader's epoch does not fill whole batches (the
+        shards differ in size or one is not a multiple of bs): its last batch then reads ahead into
+        the next epoch, which starts where that read stopped and can end before the samples read
+        ahead come round again; with several shards rotating, the rows read ahead can also be
+        samples that another pipeline hands out in the same epoch.
+        """
+        if not self.reader_mode or self.policy is not LastBatchPolicy.FILL or self.last_batch_padded:
+            return True
+        n, s = self.layout.epoch_size, self.layout.num_shards
+        return n % s == 0 and (n // s) % self.batch_size == 0
 
     def _rows_left(self) -> list[int]:
+        """DALI's ``bs - (counter - initial_shard_size[shard_ids[j]])`` for every pipeline j."""
         initial = self.layout.initial_shard_sizes
         return [self.batch_size - (self.counter - initial[k]) for k in self.shard_ids]
 
@@ -796,6 +827,7 @@ class _DaliBaseIterator:
         self._ever_consumed = False
         # Whether next() handed out a batch since the last reset(): a new `for` loop then resets.
         self._consumed_since_reset = False
+        self._mask_warned = False
 
         self._enable_checkpointing = pipelines[0].enable_checkpointing
         if any(p.enable_checkpointing != self._enable_checkpointing for p in pipelines):
@@ -943,8 +975,16 @@ class _DaliBaseIterator:
         return self._counters.counter
 
     def _nonpadding_mask(self) -> np.ndarray:
-        """Bool mask (NP*bs) of the real rows of the last batch counted; see ``EpochCounters``."""
-        return self._counters.nonpadding_mask()
+        """Bool mask (NP*bs) of the real rows of the last batch counted; see ``EpochCounters``.
+
+        Warns once per iterator when the configuration cannot make the mask count every sample
+        exactly once per epoch (``EpochCounters.mask_is_exact``).
+        """
+        mask = self._counters.nonpadding_mask()
+        if not self._mask_warned and not self._counters.mask_is_exact:
+            self._mask_warned = True
+            warnings.warn(INEXACT_MASK_MSG, RuntimeWarning, stacklevel=user_stacklevel())
+        return mask
 
     # -- checkpoints ----------------------------------------------------------------------------
 
