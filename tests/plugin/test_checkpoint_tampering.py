@@ -110,14 +110,15 @@ def test_an_edited_field_is_named(saved, path, value, delete, field):
 @pytest.mark.parametrize("text", [
     b'{"format": "jaxdali-checkpoint", "version": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     b'{"format": "jaxdali-checkpoint", "version": 1, "x": ' + b"[" * 40 + b"]" * 40 + b"}",
-])
+], ids=["depth-100000", "depth-40"])
 def test_deep_nesting_is_refused_without_recursion_error(saved, text):
     root, _, _ = saved
     with pytest.raises(CheckpointError, match="nests containers deeper than"):
         make(root, [text])
 
 
-@pytest.mark.parametrize("number", [b"1e400", b"NaN", b"Infinity", b"9" * 5000])
+@pytest.mark.parametrize("number", [b"1e400", b"NaN", b"Infinity", b"9" * 5000],
+                         ids=["1e400", "NaN", "Infinity", "5000-digits"])
 def test_numbers_no_checkpoint_holds_are_refused(saved, number):
     root, doc, _ = saved
     text = edited(doc, "pipeline.runner.iteration", "@").replace(b'"@"', number)
