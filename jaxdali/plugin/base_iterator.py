@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import warnings
 from typing import Any, Protocol, Sequence
@@ -173,7 +174,7 @@ class ReaderLayout:
         )
         return layout, tuple(int(meta["shard_id"]) for meta in metas)
 
-    @property
+    @functools.cached_property
     def initial_shard_sizes(self) -> tuple[int, ...]:
         """Real sizes of shards 0..S-1 (``floor((k+1)N/S) - floor(kN/S)``)."""
         return tuple(int(x) for x in _shard_sizes(self.epoch_size, self.num_shards))
