@@ -533,7 +533,7 @@ class EpochCounters:
             )
         counter = check_int(data["_counter"], "iterator._counter", 0, MAX_COUNT)
         size = check_int(data["_size"], "iterator._size", -1, MAX_COUNT)
-        if size == 0 or (size < 0 and self.size >= 0):
+        if size == 0 or (size < 0) != (self.size < 0):
             raise CheckpointError(f"checkpoint field 'iterator._size' is {size}; this iterator's epochs have "
                                   f"{self.size} samples")
         if not self.reader_mode:
@@ -763,7 +763,9 @@ class _DaliBaseIterator:
        drains the reader's padding batches at the end of an epoch (see
        ``EpochCounters.batches_to_discard_on_reset``); ``len()`` is 0, not an error, for ``size=-1``
        with batch size 1; when restoring, counters come from the first *restored* pipeline; a
-       batch that DROP discards is not converted to framework arrays.
+       batch that DROP discards is not converted to framework arrays; a ``for`` loop started
+       mid-epoch continues it without DALI's "Ignoring..." warning (an explicit ``reset()``
+       mid-epoch still warns), and a new loop right after ``reset()`` does not reset again.
     """
 
     def __init__(
@@ -880,10 +882,11 @@ class _DaliBaseIterator:
 
     def __iter__(self):
         # A fresh iterator is not reset (that would discard its prepared batch); an exhausted one
-        # is, so a plain `for` loop per epoch works without auto_reset. One reset since the last
-        # batch was handed out is enough: DALI resets again whenever the counter is not 0, which it
-        # is not after a reset in FILL without padding, and warns "Ignoring..." there.
-        if self._consumed_since_reset:
+        # is, so a plain `for` loop per epoch works without auto_reset; a loop started mid-epoch
+        # continues the epoch. DALI calls reset() whenever its counter is not 0, which warns
+        # "Ignoring..." mid-epoch and also right after a reset in FILL without padding.
+        counters = self._counters
+        if self._consumed_since_reset and (counters.epoch_over or counters.batches_to_discard_on_reset()):
             self.reset()
         return self
 
