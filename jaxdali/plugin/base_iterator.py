@@ -1030,7 +1030,9 @@ class _DaliBaseIterator:
         if not all(restored):
             warnings.warn(PARTLY_RESTORED_MSG, RuntimeWarning, stacklevel=user_stacklevel())
         resumed = [api.reader_resume(self._reader_name) for api in self._apis] if self._reader_name else []
-        if any(resumed):
+        if any(resumed) and not (isinstance(all_data[0], dict) and "_elastic" in all_data[0]):
+            # Restored on another layout: the counters start the residual epoch (a checkpoint taken
+            # within that residual epoch carries them as "_elastic" and is checked below).
             self._start_elastic_epoch(resumed)
             return
         if not all_data[0]:
