@@ -23,7 +23,7 @@ __all__ = ["VERSION", "CheckpointError", "CheckpointCountError", "ReshardError",
            "describe_differences", "check_int", "check_bool", "check_dict", "check_int_list"]
 
 FORMAT = "jaxdali-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: readers record a fingerprint of their listing
 
 
 class CheckpointError(ValueError):

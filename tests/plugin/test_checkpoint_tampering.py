@@ -108,8 +108,8 @@ def test_an_edited_field_is_named(saved, path, value, delete, field):
 
 
 @pytest.mark.parametrize("text", [
-    b'{"format": "jaxdali-checkpoint", "version": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-    b'{"format": "jaxdali-checkpoint", "version": 1, "x": ' + b"[" * 40 + b"]" * 40 + b"}",
+    b'{"format": "jaxdali-checkpoint", "version": 2, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"format": "jaxdali-checkpoint", "version": 2, "x": ' + b"[" * 40 + b"]" * 40 + b"}",
 ], ids=["depth-100000", "depth-40"])
 def test_deep_nesting_is_refused_without_recursion_error(saved, text):
     root, _, _ = saved

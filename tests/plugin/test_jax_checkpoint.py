@@ -284,7 +284,7 @@ def test_restore_into_a_different_pipeline_names_the_difference(index_files):
     (lambda b: b[: len(b) // 2], "not a valid JSON string"),
     (lambda b: b"\xff\xfe" + b, "not UTF-8"),
     (lambda b: b'{"hello": 1}', "not a jaxdali pipeline checkpoint"),
-    (lambda b: b.replace(b'"version":1', b'"version":99'), "format version 99 is not supported"),
+    (lambda b: b.replace(b'"version":2', b'"version":99'), "format version 99 is not supported"),
     (lambda b: b"\x80\x04\x95pickle", "not"),
 ])
 def test_corrupted_checkpoints_are_rejected_clearly(index_files, mangle, match):
