@@ -235,6 +235,8 @@ CONFIG = st.fixed_dictionaries({
     "size_mode": st.booleans(),
     "epochs": st.integers(1, 5),
     "early": st.lists(st.booleans(), min_size=5, max_size=5),  # stop after len() batches, then reset
+    "auto_reset": st.just(False),
+    "prepare": st.just(False),
 })
 
 
@@ -253,7 +255,8 @@ def make_pair(cfg, checkpoints=None):
     kwargs = dict(size=size, last_batch_padded=pad) if size else dict(reader_name="Reader")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # size= recommends reader_name
-        it = ListIterator(pipes, last_batch_policy=policy, prepare_first_batch=False, **kwargs)
+        it = ListIterator(pipes, last_batch_policy=policy, prepare_first_batch=cfg["prepare"],
+                          auto_reset=cfg["auto_reset"], **kwargs)
     it._mask_warned = True  # FILL without padding warns that the mask is not exact: known here
     return it, Reference(n, s, bs, ids, policy, pad, stick, size)
 
@@ -316,8 +319,11 @@ def test_iterator_matches_the_reference_model(cfg):
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(CONFIG, st.integers(0, 30))
-def test_a_checkpoint_anywhere_restores_the_same_continuation(cfg, warmup):
+@given(CONFIG, st.integers(0, 30), st.booleans(), st.booleans())
+def test_a_checkpoint_anywhere_restores_the_same_continuation(cfg, warmup, auto_reset, prepare):
+    cfg = dict(cfg, auto_reset=auto_reset, prepare=prepare)
+    n, s, _ = layout_of(cfg)
+    hypothesis.assume(not (prepare and cfg["policy"] is DROP and n // s < cfg["bs"]))  # E14 in the constructor
     it, _ = make_pair(cfg)
     steps = observe(it, warmup)
     if steps and steps[-1] == STOP:
