@@ -211,6 +211,8 @@ class GraphRunner:
             except (KeyError, TypeError, ValueError, OverflowError) as e:
                 raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{name}': the state of "
                                       f"{node.display_name} cannot be restored ({type(e).__name__}: {e})") from None
+            if hasattr(op, "check_restored_position"):  # readers
+                op.check_restored_position(self.iteration)
 
     def start_epoch(self) -> None:
         self.epoch += 1

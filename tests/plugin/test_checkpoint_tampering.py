@@ -84,6 +84,9 @@ def test_the_unedited_checkpoint_restores(saved):
     ("pipeline.runner.iteration", 7.5, False, "pipeline.runner.iteration"),
     ("pipeline.runner.iteration", True, False, "pipeline.runner.iteration"),
     ("pipeline.runner.ops.Reader.position", -2, False, "pipeline.runner.ops.Reader.position"),
+    ("pipeline.runner.ops.Reader.position", 20, False, "pipeline.runner.ops.Reader.position"),  # 7 batches: 14
+    ("pipeline.runner.ops.Reader.resharded", "no", False, "pipeline.runner.ops.Reader.resharded"),
+    ("pipeline.runner.ops.Reader.listing", None, True, "pipeline.runner.ops.Reader.listing"),
     ("pipeline.runner.ops.Reader.layout.num_samples", 38, False, "pipeline.runner.ops.Reader.layout"),
     ("pipeline.runner.ops.Reader.layout.shard_id", "0", False, "pipeline.runner.ops.Reader.layout"),
     ("pipeline.seed", -1, False, "pipeline.seed"),

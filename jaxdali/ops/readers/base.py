@@ -16,7 +16,7 @@ import numpy as np
 from jaxdali.ops import sampling
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg
-from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, ReshardError, check_dict, check_int
+from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, ReshardError, check_bool, check_dict, check_int
 
 __all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED", "listing_fingerprint"]
 
@@ -126,16 +126,20 @@ class Reader(Operator):
     prefix: sampling.ResumePrefix | None = None
     #: (layout, position) of the checkpoint that the prefix was computed from.
     resumed_from: tuple[dict, int] | None = None
+    #: Whether this reader's stream was ever resumed on another layout: its position then no longer
+    #: follows from the pipeline's iteration.
+    resharded: bool = False
 
     def state(self) -> dict:
         resumed = None if self.resumed_from is None else {"layout": self.resumed_from[0],
                                                           "position": self.resumed_from[1]}
         return {"position": self.position, "layout": dataclasses.asdict(self.spec), "resumed_from": resumed,
-                "listing": self.listing}
+                "listing": self.listing, "resharded": self.resharded}
 
     def restore(self, state: dict) -> None:
         field = f"pipeline.runner.ops.{self.node.name}"
-        check_dict(state, field, ("position", "layout", "resumed_from", "listing"))
+        check_dict(state, field, ("position", "layout", "resumed_from", "listing", "resharded"))
+        self.resharded = check_bool(state["resharded"], f"{field}.resharded")
         if state["listing"] != self.listing:
             raise CheckpointError(
                 f"{self.name} (fn.{self.node.schema.name}): checkpoint field {field + '.listing'!r} does not match "
@@ -173,6 +177,17 @@ class Reader(Operator):
         epoch, residual = sampling.residual_indices(saved, position)
         self.prefix = sampling.ResumePrefix(residual, epoch + 1)
         self.resumed_from = (dataclasses.asdict(saved), position)
+        self.resharded = True
+
+    def check_restored_position(self, iteration: int) -> None:
+        """After ``restore``: a reader that was never re-sharded has read one batch per iteration, so
+        its position must be ``iteration * batch size`` (CheckpointError naming the field)."""
+        expected = iteration * self.build_ctx.max_batch_size
+        if not self.resharded and self.position != expected:
+            raise CheckpointError(
+                f"checkpoint field 'pipeline.runner.ops.{self.node.name}.position' is {self.position}, but after "
+                f"{iteration} batches ('pipeline.runner.iteration') of {self.build_ctx.max_batch_size} samples "
+                f"{self.name} is at {expected}")
 
     def resume_info(self) -> dict | None:
         """For iterators: the size of the residual epoch being read after a re-shard, else None."""
