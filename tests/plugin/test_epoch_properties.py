@@ -429,7 +429,7 @@ def test_partial_with_padding_returns_every_sample_once_per_epoch():
         for s in range(1, min(n, 4) + 1):
             for bs in range(1, 5):
                 cfg = dict(n=n, s=s, bs=bs, policy=PARTIAL, pad=True, stick=False, subset="all", size_mode=False,
-                           epochs=3, early=[False] * 5)
+                           epochs=3, early=[False] * 5, auto_reset=False, prepare=False)
                 it, ref = make_pair(cfg)
                 for batches in run_epochs(it, ref, cfg):
                     got = sorted(v for batch, _ in batches for b in batch for v in b)
