@@ -92,24 +92,22 @@ def _hash(text: str) -> str:
 
 
 def fingerprint(max_batch_size: int, op_descriptions: list[dict], output_names: list[str]) -> dict:
-    """A compact description of a graph: its overall hash plus one short hash per operator."""
-    texts = [_canonical(d) for d in op_descriptions]
-    ops = {d["name"]: _hash(t) for d, t in zip(op_descriptions, texts)}
-    # Short hashes of each argument and connection, so that a difference is reported by name.
-    parts = {d["name"]: {**{key: _hash(_canonical(d[key]))[:8] for key in ("device", "inputs", "arg_inputs")},
-                         **{f"arg:{k}": _hash(_canonical(v))[:8] for k, v in d["args"].items()}}
+    """A compact description of a graph: its overall hash, one hash per operator, and a short hash
+    of each operator's arguments and connections (so that a difference is reported by name)."""
+    # Each argument is encoded once (a reader's argument can list a million files); the operator's
+    # hash covers the full hashes of its parts, the graph's those of its operators, in order.
+    parts = {d["name"]: {**{key: _hash(_canonical(d[key])) for key in ("device", "inputs", "arg_inputs")},
+                         **{f"arg:{k}": _hash(_canonical(v)) for k, v in d["args"].items()}}
              for d in op_descriptions}
-    # The canonical JSON of {"ops": op_descriptions, "outputs": output_names}, with each operator
-    # encoded once (a reader's argument can list a million files).
-    graph = '{"ops":[' + ",".join(texts) + '],"outputs":' + _canonical(output_names) + "}"
+    ops = {d["name"]: _hash(_canonical([d["op"], d["name"], parts[d["name"]]])) for d in op_descriptions}
     return {
         # The batch size is compared separately: readers can resume on another layout.
-        "graph": _hash(graph),
+        "graph": _hash(_canonical([[ops[d["name"]] for d in op_descriptions], output_names])),
         "batch_size": max_batch_size,
         "outputs": output_names,
         "ops": ops,
         "op_types": {d["name"]: d["op"] for d in op_descriptions},
-        "op_parts": parts,
+        "op_parts": {name: {k: h[:8] for k, h in p.items()} for name, p in parts.items()},
     }
 
 
