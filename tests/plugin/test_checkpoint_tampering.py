@@ -107,7 +107,7 @@ def test_an_edited_field_is_named(saved, path, value, delete, field):
     root, doc, _ = saved
     with pytest.raises(CheckpointError) as e:
         make(root, [edited(doc, path, value, delete)])
-    assert repr(field) in str(e.value) or f"field {field!r}" in str(e.value) or field in str(e.value)
+    assert field in str(e.value)
 
 
 @pytest.mark.parametrize("text", [
