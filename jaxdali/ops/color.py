@@ -11,7 +11,7 @@ float32 rounding in the last bit(s), stated per operator.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -78,6 +78,20 @@ def cmn_coefficients(mean, std, scale: float, shift: float, xp=np):
     return mean, factor
 
 
+def check_std(op: str, name: str, value: Any, where: str | None = None) -> None:
+    """Refuses a standard deviation that is 0 or not finite: dividing by it gives inf or NaN
+    (DALI returns those silently). ``where`` None: a constant argument, checked at build
+    (OpArgumentError); else the sample it came with at run time (ValueError)."""
+    v = np.asarray(value, np.float64)
+    if v.size and (np.isfinite(v) & (v != 0)).all():
+        return
+    if where is None:
+        raise OpArgumentError(f"fn.{op}: argument '{name}' must be finite and non-zero, got {v.tolist()} "
+                              f"(the output would be inf or NaN)")
+    raise ValueError(f"fn.{op}: argument input '{name}' must be finite and non-zero, got {v.tolist()} for {where} "
+                     f"(the output would be inf or NaN)")
+
+
 class CropMirrorNormalize(LayoutAware, Operator):
     """crop -> mirror (per sample) -> (in - mean) * scale / std + shift -> layout -> dtype (-> pad channels)."""
 
@@ -94,9 +108,14 @@ class CropMirrorNormalize(LayoutAware, Operator):
         for name in ("mean", "std"):
             if self.args.get(name) is not None and len(self.args[name]) == 0:
                 raise OpArgumentError(f"fn.{self.op}: argument '{name}' must not be empty")
+        if "std" not in node.arg_inputs:
+            check_std(self.op, "std", self.args["std"])
 
     def check_device_args(self, args) -> None:
         crop_positions(self.op, args, args.batch_size)
+        if args.is_per_sample("std"):
+            for i in range(args.batch_size):
+                check_std(self.op, "std", args.sample_value("std", i), f"sample {i}")
 
     # -- shared pieces --
 
@@ -176,6 +195,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
         c_axis, w_axis = in_layout.index("C"), in_layout.index("W")
         pos = crop_positions(self.op, args, n)
         policy = args["out_of_bounds_policy"]
+        per_sample_std = args.is_per_sample("std")
         windows, params, shapes = [], [], []
         for i, shape in enumerate(x.shape()):
             try:
@@ -186,6 +206,8 @@ class CropMirrorNormalize(LayoutAware, Operator):
             channels = shape[c_axis]
             who = sample_name(x, i)
             mean = _per_channel(self.op, "mean", args.sample_value("mean", i), channels, who)
+            if per_sample_std:
+                check_std(self.op, "std", args.sample_value("std", i), who)
             std = _per_channel(self.op, "std", args.sample_value("std", i), channels, who)
             params.append(cmn_coefficients(mean, std, args["scale"], args["shift"]))
             windows.append((anchor, wshape))
@@ -297,7 +319,8 @@ CROP_MIRROR_NORMALIZE = register(OpSchema(
         "conversion (round half away from zero, saturating) and optional channel padding to a power of two "
         "(`pad_output`). Without crop arguments only mirror and normalize apply. Values outside the input "
         "(out_of_bounds_policy='pad') and padded channels get `fill_values` under the 'pad' policy, else 0; "
-        "fill values are output values (not normalized).\n\n"
+        "fill values are output values (not normalized). A `std` of 0 (or not finite) is an error, at build when "
+        "constant (DALI 2.4 returns inf/NaN).\n\n"
         ".. note:: Float32 results may differ from DALI 2.4 in the last bit when `shift` is not 0 "
         "(DALI folds shift into the mean the same way, with a different rounding order).",
     args=CROP_ARGS + (
@@ -470,8 +493,7 @@ def given_std_factor(stddev, scale: float, epsilon: float, xp=np):
     std = xp.asarray(stddev, np.float32)
     if epsilon:
         std = xp.sqrt(separate_product(std * std, xp) + _F32(epsilon))
-    with np.errstate(divide="ignore"):  # a zero stddev gives inf, as in DALI
-        return _F32(scale) / std
+    return _F32(scale) / std
 
 
 class Normalize(Operator):
@@ -495,6 +517,15 @@ class Normalize(Operator):
                                   "TensorList inputs")
         self._dtype = np.dtype(to_numpy_type(a["dtype"]))
         _check_type(self.op, "output", self._dtype, _NORMALIZE_OUT)
+        if a.get("stddev") is not None and "stddev" not in node.arg_inputs and not a["epsilon"]:
+            check_std(self.op, "stddev", a["stddev"])
+
+    def _stddev(self, args, i: int, shape: tuple, axes: tuple) -> np.ndarray | None:
+        """The given stddev of sample ``i`` (None: computed); a per-sample 0 is refused unless epsilon is set."""
+        std = self._param(args, "stddev", i, shape, axes)
+        if std is not None and args.is_per_sample("stddev") and not args["epsilon"]:
+            check_std(self.op, "stddev", std, f"sample {i}")
+        return std
 
     def _axes(self, layout: str, ndim: int, args, shapes) -> tuple[int, ...]:
         if self.args.get("axes") is not None:
@@ -549,7 +580,7 @@ class Normalize(Operator):
                 mean64 = total / max(count, 1)
             else:
                 mean64 = mean.astype(np.float64)
-            std = self._param(args, "stddev", 0, shapes[0], axes)
+            std = self._stddev(args, 0, shapes[0], axes)
             if std is None:
                 sq = sum(np.sum(np.square(s - mean64), axis=axes, keepdims=True) for s in samples)
                 factor = self._computed_factor(sq / max(count - ddof, 1), scale, eps)
@@ -562,7 +593,7 @@ class Normalize(Operator):
                 count = math.prod(shapes[i][k] for k in axes)
                 mean64 = np.mean(s, axis=axes, keepdims=True, dtype=np.float64) if mean is None and count else \
                     (mean.astype(np.float64) if mean is not None else np.zeros((), np.float64))
-                std = self._param(args, "stddev", i, shapes[i], axes)
+                std = self._stddev(args, i, shapes[i], axes)
                 if std is None:
                     sq = np.sum(np.square(s - mean64), axis=axes, keepdims=True)
                     factor = self._computed_factor(sq / max(count - ddof, 1), scale, eps)
@@ -612,7 +643,8 @@ NORMALIZE = register(OpSchema(
         "(or over the whole batch with `batch=True`) over `axes`/`axis_names` (default: all axes), or given as "
         "scalars or per-sample tensors of the reduced shape. Computed: stddev = sqrt(sum((in - mean)^2) / "
         "(n - ddof) + epsilon), and a zero result gives 0 output (plus shift). Given: scale / stddev, or "
-        "scale / sqrt(stddev^2 + epsilon) when epsilon is set.\n\n"
+        "scale / sqrt(stddev^2 + epsilon) when epsilon is set; a given stddev of 0 (or not finite) without epsilon "
+        "is an error, at build when constant (DALI 2.4 returns inf/NaN).\n\n"
         ".. note:: Statistics are accumulated in float64, so results can differ from DALI's float32 ones in "
         "the last bits (DALI also uses an approximate reciprocal square root).",
     args=(Arg("axes", "ints", None, "Reduction axes.", min=0),

@@ -24,6 +24,7 @@ from jaxdali.ops.operator import ArgValues, Operator, RunContext
 from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, OutputRecycler, jax_device, place_on_device
 from jaxdali.pipeline.executor import WorkerPool
 from jaxdali.pipeline.graph import DataNode, OpNode
+from jaxdali.pipeline.state import CheckpointError
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["GraphRunner"]
@@ -189,13 +190,29 @@ class GraphRunner:
                 "ops": ops}
 
     def restore(self, snapshot: dict) -> None:
-        self.iteration = int(snapshot["iteration"])
-        self.epoch = int(snapshot["epoch"])
-        self.iteration_in_epoch = int(snapshot["iteration_in_epoch"])
-        states = snapshot.get("ops", {})
-        for node, op in self._ops:
-            if node.name in states:
-                op.restore(states[node.name])
+        """Sets the state of ``snapshot`` (validated by ``state.decode``); every stateful operator must
+        have its state there, and nothing else may (CheckpointError naming the operator)."""
+        self.iteration = snapshot["iteration"]
+        self.epoch = snapshot["epoch"]
+        self.iteration_in_epoch = snapshot["iteration_in_epoch"]
+        states = snapshot["ops"]
+        stateful = {node.name: (node, op) for node, op in self._ops if op.state() is not None}
+        for name in sorted(set(stateful) - set(states)):
+            raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{name}' is missing: it holds the state of "
+                                  f"{stateful[name][0].display_name}")
+        for name in sorted(set(states) - set(stateful)):
+            raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{name}' names no stateful operator of "
+                                  f"this pipeline")
+        for name, (node, op) in stateful.items():
+            try:
+                op.restore(states[name])
+            except CheckpointError:
+                raise
+            except (KeyError, TypeError, ValueError, OverflowError) as e:
+                raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{name}': the state of "
+                                      f"{node.display_name} cannot be restored ({type(e).__name__}: {e})") from None
+            if hasattr(op, "check_restored_position"):  # readers
+                op.check_restored_position(self.iteration)
 
     def start_epoch(self) -> None:
         self.epoch += 1

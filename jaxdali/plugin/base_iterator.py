@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
-import logging
 import warnings
 from typing import Any, Protocol, Sequence
 
@@ -33,10 +33,10 @@ import numpy as np
 
 from jaxdali._caller import user_stacklevel
 from jaxdali.ops.sampling import shard_sizes as _shard_sizes
+from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, check_dict, check_int, check_int_list
 
 __all__ = ["LastBatchPolicy", "ReaderLayout", "EpochCounters", "IteratorAPI", "IterablePipeline"]
 
-logger = logging.getLogger(__name__)
 
 # DALI's texts, kept word for word because users match on them (spec §7).
 NO_PIPELINES_MSG = "Number of provided pipelines has to be at least 1"  # E1
@@ -83,6 +83,12 @@ DIFFERENT_ITERATOR_DATA_MSG = (
 )
 NO_ITERATOR_DATA_MSG = (
     "Iterator data was not saved in the checkpoint. This iterator might produce unexpected results."
+)
+INEXACT_MASK_MSG = (
+    "The padding mask cannot count every sample exactly once per epoch here: with "
+    "last_batch_policy=FILL and pad_last_batch=False, a shard that does not fill whole batches reads "
+    "into the next epoch, so later epochs can lack samples (and, with several shards, hold one twice). "
+    "For exact evaluation, give the reader pad_last_batch=True."
 )
 
 
@@ -168,7 +174,7 @@ class ReaderLayout:
         )
         return layout, tuple(int(meta["shard_id"]) for meta in metas)
 
-    @property
+    @functools.cached_property
     def initial_shard_sizes(self) -> tuple[int, ...]:
         """Real sizes of shards 0..S-1 (``floor((k+1)N/S) - floor(kN/S)``)."""
         return tuple(int(x) for x in _shard_sizes(self.epoch_size, self.num_shards))
@@ -355,9 +361,16 @@ class EpochCounters:
     def nonpadding_mask(self) -> np.ndarray:
         """Which rows of the batch the counters describe (the last one counted) are real samples.
 
-        Returns a bool array of length NP*bs; per pipeline j,
-        ``left = bs - (counter - initial_shard_size[shard_ids[j]])`` and the first ``left`` rows are
-        True when ``left < bs``, else all rows are.
+        Returns a bool array of length NP*bs. Pipeline j has handed out ``counter - start`` rows in
+        this epoch, where ``start = min(read_ahead)`` is the counter the epoch began with (non-zero
+        only for FILL without padding, whose epochs begin where the previous one read ahead); the
+        first ``initial_shard_size[shard_ids[j]]`` of them are real. So a padded reader's copies of
+        its last sample are not real, and without padding the rows that wrap around to samples
+        already handed out in this epoch are not. DALI counts from 0 instead of ``start``, so its
+        count of real rows drifts down by the read-ahead every epoch (1597, 1594, 1591, ...).
+
+        Exact (every sample the epoch holds counted once) with padding, with DROP, and without
+        padding for one shard or ``stick_to_shard``; see ``mask_is_exact`` for the rest.
 
         Raises:
           AttributeError: in size mode (there are no shard sizes to compare with), as in DALI.
@@ -368,9 +381,27 @@ class EpochCounters:
                 "with `reader_name`."
             )
         rows = np.arange(self.batch_size)
-        return np.concatenate([rows < x for x in self._rows_left()])
+        start = min(self.read_ahead)
+        return np.concatenate([rows < left + start for left in self._rows_left()])
+
+    @property
+    def mask_is_exact(self) -> bool:
+        """Whether every epoch holds every sample, so that counting the mask's real rows counts each
+        sample of the data set exactly once per epoch.
+
+        False only for FILL without padding when a reader's epoch does not fill whole batches (the
+        shards differ in size or one is not a multiple of bs): its last batch then reads ahead into
+        the next epoch, which starts where that read stopped and can end before the samples read
+        ahead come round again; with several shards rotating, the rows read ahead can also be
+        samples that another pipeline hands out in the same epoch.
+        """
+        if not self.reader_mode or self.policy is not LastBatchPolicy.FILL or self.last_batch_padded:
+            return True
+        n, s = self.layout.epoch_size, self.layout.num_shards
+        return n % s == 0 and (n // s) % self.batch_size == 0
 
     def _rows_left(self) -> list[int]:
+        """DALI's ``bs - (counter - initial_shard_size[shard_ids[j]])`` for every pipeline j."""
         initial = self.layout.initial_shard_sizes
         return [self.batch_size - (self.counter - initial[k]) for k in self.shard_ids]
 
@@ -485,43 +516,129 @@ class EpochCounters:
     def restore(self, data: dict[str, Any] | str | bytes) -> "EpochCounters":
         """These counters with the dynamic fields taken from ``data`` (a ``to_dict`` result or its JSON).
 
+        Every field is checked for its type and range (``consistent_with`` checks the values).
+
         Raises:
-          ValueError: ``data`` is not valid JSON (E24 text), lacks a key, or has vectors of the wrong
-            length for this iterator (the message shows both lengths).
+          CheckpointError (a ValueError): ``data`` is not valid JSON (E24 text), lacks a key, has a
+            value of the wrong type or range, or vectors of the wrong length for this iterator (the
+            message names the field).
         """
-        if isinstance(data, (str, bytes, bytearray)):
-            try:
-                data = json.loads(data)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise ValueError(ITERATOR_DATA_NOT_JSON_MSG) from None
-        if not isinstance(data, dict):
-            raise ValueError(f"Iterator checkpoint data must be a dict: got {type(data).__name__}")
+        data = _parsed_iterator_data(data)
         keys = list(self.to_dict())
         missing = [k for k in keys if k not in data]
         if missing:
-            raise ValueError(
+            raise CheckpointError(
                 f"Iterator checkpoint data lacks {missing}: expected keys {keys}, got {sorted(data)}. "
                 "Was it saved by an iterator created with the same arguments (reader_name or size)?"
             )
+        counter = check_int(data["_counter"], "iterator._counter", 0, MAX_COUNT)
+        size = check_int(data["_size"], "iterator._size", -1, MAX_COUNT)
+        if size == 0 or (size < 0) != (self.size < 0):
+            raise CheckpointError(f"checkpoint field 'iterator._size' is {size}; this iterator's epochs have "
+                                  f"{self.size} samples")
         if not self.reader_mode:
-            return dataclasses.replace(self, counter=int(data["_counter"]), size=int(data["_size"]))
+            return dataclasses.replace(self, counter=counter, size=size)
+        num_shards = self.layout.num_shards
         fields = {
-            "read_ahead": ("_counter_per_gpu", self.layout.num_shards),
-            "shard_sizes": ("_shard_sizes_per_gpu", self.layout.num_shards),
-            "shard_ids": ("_shards_id", self.num_pipelines),
+            "read_ahead": ("_counter_per_gpu", num_shards, MAX_COUNT),
+            "shard_sizes": ("_shard_sizes_per_gpu", num_shards, self.layout.epoch_size),
+            "shard_ids": ("_shards_id", self.num_pipelines, num_shards - 1),
         }
         values = {}
-        for field, (key, expected) in fields.items():
-            vector = tuple(int(x) for x in data[key])
-            if len(vector) != expected:
-                raise ValueError(
+        for field, (key, expected, maximum) in fields.items():
+            if isinstance(data[key], list) and len(data[key]) != expected:
+                raise CheckpointError(
                     f"Iterator checkpoint data does not match this iterator: {key} has "
-                    f"{len(vector)} entries in the checkpoint, {expected} in this iterator"
+                    f"{len(data[key])} entries in the checkpoint, {expected} in this iterator"
                 )
-            values[field] = vector
-        return dataclasses.replace(
-            self, counter=int(data["_counter"]), size=int(data["_size"]), **values
-        )
+            values[field] = check_int_list(data[key], f"iterator.{key}", expected, 0, maximum)
+        return dataclasses.replace(self, counter=counter, size=size, **values)
+
+    # -- what a checkpoint can hold ----------------------------------------------------------------
+
+    def fetches_left_in_epoch(self) -> int | None:
+        """Batches ``next()`` still fetches in this epoch (a batch DROP discards included); None when
+        the epoch ends only when a source says so (``size < 0``)."""
+        if self.size < 0:
+            return None
+        step = self.step
+        to_size = max(0, _ceil_div(self.size - self.counter, step))
+        if self.policy is not LastBatchPolicy.DROP:
+            return to_size
+        if self.reader_mode:
+            room = min(s - r for s, r in zip(self.shard_sizes, self.read_ahead)) - self.counter
+        else:
+            room = self.size - self.counter
+        return min(to_size, max(1, room // step + 1))
+
+    def _advanced_by(self, fetches: int) -> "EpochCounters":
+        return dataclasses.replace(self, counter=self.counter + fetches * self.step) if fetches else self
+
+    def reachable_after(self, fetches: int) -> list["EpochCounters"] | None:
+        """From these counters (those of a fresh iterator), the counters an iterator can hold once
+        it has fetched ``fetches`` batches, following ``next()`` and ``reset()``: the state after the
+        last fetch, and also the state after the ``reset()`` that follows when that fetch ended an
+        epoch. None when that cannot be told (``size < 0``); [] when no state is reachable (a reset
+        fetches batches and ``fetches`` falls among them).
+
+        Cost: O(epochs) until the counters at an epoch start repeat, then whole cycles are skipped.
+        """
+        counters, done, seen = self, 0, {}
+        while True:
+            key = (counters.counter, counters.size, counters.shard_ids, counters.read_ahead, counters.shard_sizes)
+            if key in seen and done < fetches:
+                period = done - seen[key]
+                if period == 0:  # epochs without a fetch, forever: any of them
+                    return None
+                # Skip whole cycles, stopping short of `fetches` so that the end is found below.
+                done += (fetches - done - 1) // period * period
+                seen.clear()
+            seen[key] = done
+            n = counters.fetches_left_in_epoch()
+            if n is None:
+                return None
+            if done + n > fetches:
+                return [counters._advanced_by(fetches - done)]
+            at_end = counters._advanced_by(n)
+            discard = at_end.batches_to_discard_on_reset()
+            following = at_end._advanced_by(discard).next_epoch()
+            if done + n == fetches:
+                return [at_end] + ([following] if discard == 0 else [])
+            done += n + discard
+            if done >= fetches:
+                return [following] if done == fetches else []
+            counters = following
+
+    def consistent_with(self, fresh: "EpochCounters", fetches: int) -> str:
+        """'' when an iterator that started as ``fresh`` can hold these counters after ``fetches``
+        batches; otherwise which checkpoint fields differ from what it would hold."""
+        reachable = fresh.reachable_after(fetches)
+        if reachable is None:  # the epoch length is the source's: only the counter can be checked
+            step = self.step
+            if self.counter % step or self.counter > fetches * step:
+                return (f"checkpoint field 'iterator._counter' is {self.counter}: after {fetches} batches of "
+                        f"{step} samples it is a multiple of {step} no larger than {fetches * step}")
+            return ""
+        mine = self.to_dict()
+        if any(c.to_dict() == mine for c in reachable):
+            return ""
+        if not reachable:
+            return f"no iterator state follows exactly {fetches} batches ('pipeline.runner.iteration')"
+        expected = reachable[0].to_dict()
+        return "; ".join(f"checkpoint field 'iterator.{k}' is {mine[k]}, but after the pipeline's {fetches} batches "
+                         f"('pipeline.runner.iteration') this iterator has {k}={expected[k]}"
+                         for k in mine if mine[k] != expected[k])
+
+
+def _parsed_iterator_data(data: dict[str, Any] | str | bytes) -> dict[str, Any]:
+    if isinstance(data, (str, bytes, bytearray)):
+        try:
+            data = json.loads(data)
+        except (ValueError, RecursionError):
+            raise CheckpointError(ITERATOR_DATA_NOT_JSON_MSG) from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"Iterator checkpoint data must be a dict: got {type(data).__name__}")
+    return data
 
 
 def _rotate_right(values: tuple[int, ...]) -> tuple[int, ...]:
@@ -646,7 +763,9 @@ class _DaliBaseIterator:
        drains the reader's padding batches at the end of an epoch (see
        ``EpochCounters.batches_to_discard_on_reset``); ``len()`` is 0, not an error, for ``size=-1``
        with batch size 1; when restoring, counters come from the first *restored* pipeline; a
-       batch that DROP discards is not converted to framework arrays.
+       batch that DROP discards is not converted to framework arrays; a ``for`` loop started
+       mid-epoch continues it without DALI's "Ignoring..." warning (an explicit ``reset()``
+       mid-epoch still warns), and a new loop right after ``reset()`` does not reset again.
     """
 
     def __init__(
@@ -702,9 +821,17 @@ class _DaliBaseIterator:
         # Counters for the epoch after the current one, when the current one is the residual of an
         # epoch resumed on another shard layout (elastic resume); None otherwise.
         self._next_counters: EpochCounters | None = None
+        # Batches fetched from each pipeline over its life (its iteration), and where the counters'
+        # path began: (that iteration, the shard ids of its fresh counters). Checkpoints are checked
+        # against them (``EpochCounters.consistent_with``).
+        self._fetches = 0
+        self._origin: tuple[int, tuple[int, ...]] = (0, self._counters.shard_ids)
         self._ever_scheduled = False
         self._ever_consumed = False
         self._replaced_rows: list[tuple[int, ...]] = []
+        # Whether next() handed out a batch since the last reset(): a new `for` loop then resets.
+        self._consumed_since_reset = False
+        self._mask_warned = False
 
         self._enable_checkpointing = pipelines[0].enable_checkpointing
         if any(p.enable_checkpointing != self._enable_checkpointing for p in pipelines):
@@ -729,7 +856,7 @@ class _DaliBaseIterator:
                 # (any auto-reset has already happened).
                 self._first_batch = _EPOCH_END
             else:
-                self._ever_consumed = False
+                self._ever_consumed = self._consumed_since_reset = False
 
     # -- the subclass contract ------------------------------------------------------------------
 
@@ -756,14 +883,17 @@ class _DaliBaseIterator:
 
     def __iter__(self):
         # A fresh iterator is not reset (that would discard its prepared batch); an exhausted one
-        # is, so a plain `for` loop per epoch works without auto_reset.
-        if self._counters.counter != 0 and self._ever_consumed:
+        # is, so a plain `for` loop per epoch works without auto_reset; a loop started mid-epoch
+        # continues the epoch. DALI calls reset() whenever its counter is not 0, which warns
+        # "Ignoring..." mid-epoch and also right after a reset in FILL without padding.
+        counters = self._counters
+        if self._consumed_since_reset and (counters.epoch_over or counters.batches_to_discard_on_reset()):
             self.reset()
         return self
 
     def _next_batch(self):
         """Steps 1-8 of ``next()`` (spec §2.4); returns what ``_assemble_batch`` made."""
-        self._ever_consumed = True
+        self._ever_consumed = self._consumed_since_reset = True
         if self._first_batch is not _NOTHING:
             batch, self._first_batch = self._first_batch, _NOTHING
             if batch is _EPOCH_END:
@@ -794,6 +924,7 @@ class _DaliBaseIterator:
             if self._counters.size < 0 and self._auto_reset:
                 self.reset()
             raise
+        self._fetches += 1
         if self._reader_name or self._counters.size != -1:
             for outs in outputs:  # a pipeline's outputs all have its batch's length
                 if len(outs[0]) != self.batch_size:
@@ -816,10 +947,12 @@ class _DaliBaseIterator:
             self._fetch_outputs(check_epoch_end=False)
             self._counters = self._counters.advance()
         if not self._counters.epoch_over:
-            logger.warning(RESET_MID_EPOCH_MSG)
+            warnings.warn(RESET_MID_EPOCH_MSG, RuntimeWarning, stacklevel=user_stacklevel())
             return
+        self._consumed_since_reset = False
         if self._next_counters is not None:
             self._counters, self._next_counters = self._next_counters, None
+            self._origin = (self._fetches, self._counters.shard_ids)
         else:
             self._counters = self._counters.next_epoch()
         for api in self._apis:
@@ -850,10 +983,17 @@ class _DaliBaseIterator:
 
     def _nonpadding_mask(self) -> np.ndarray:
         """Bool mask (NP*bs) of the real rows of the last batch counted; see ``EpochCounters``. Rows
-        that an operator's ``error_policy="replace"`` filled with a copy of another row are not real."""
+        that an operator's ``error_policy="replace"`` filled with a copy of another row are not real.
+
+        Warns once per iterator when the configuration cannot make the mask count every sample
+        exactly once per epoch (``EpochCounters.mask_is_exact``).
+        """
         mask = self._counters.nonpadding_mask()
         for j, rows in enumerate(self._replaced_rows):
             mask[[j * self.batch_size + r for r in rows]] = False
+        if not self._mask_warned and not self._counters.mask_is_exact:
+            self._mask_warned = True
+            warnings.warn(INEXACT_MASK_MSG, RuntimeWarning, stacklevel=user_stacklevel())
         return mask
 
     # -- checkpoints ----------------------------------------------------------------------------
@@ -873,6 +1013,8 @@ class _DaliBaseIterator:
 
     def _iterator_data(self) -> dict[str, Any]:
         data = self._counters.to_dict()
+        if self._origin[0]:
+            data["_origin"] = {"iteration": self._origin[0], "shard_ids": list(self._origin[1])}
         if self._next_counters is not None:
             layout = self._counters.layout
             data["_elastic"] = {"layout": [layout.epoch_size, layout.epoch_size_padded, layout.num_shards],
@@ -883,25 +1025,70 @@ class _DaliBaseIterator:
         restored = [api.is_restored_from_checkpoint for api in self._apis]
         if not any(restored):
             return
-        all_data = [api.restored_iterator_data for api in self._apis]
+        apis = [api for api, r in zip(self._apis, restored) if r]
+        all_data = [api.restored_iterator_data for api in apis]
+        iterations = [api.restored_iteration for api in apis]
+        if any(k != iterations[0] for k in iterations):
+            raise CheckpointError(f"the pipelines were restored from checkpoints taken at different iterations "
+                                  f"(field 'pipeline.runner.iteration': {iterations}); pass the list that one "
+                                  f"iterator's checkpoints() returned, in its order")
+        self._fetches = iterations[0]
         if not all(restored):
-            logger.warning(PARTLY_RESTORED_MSG)
-        elif any(data != all_data[0] for data in all_data):
-            logger.warning(DIFFERENT_ITERATOR_DATA_MSG)
-        data = next(d for d, r in zip(all_data, restored) if r)
+            warnings.warn(PARTLY_RESTORED_MSG, RuntimeWarning, stacklevel=user_stacklevel())
         resumed = [api.reader_resume(self._reader_name) for api in self._apis] if self._reader_name else []
-        if isinstance(data, dict) and "_elastic" in data:
-            residual = ReaderLayout(*data["_elastic"]["layout"], pad_last_batch=True, stick_to_shard=True)
-            self._next_counters = self._counters.restore(data["_elastic"]["next"])
-            self._counters = dataclasses.replace(self._counters, layout=residual).restore(data)
-            return
-        if any(resumed):
+        if any(resumed) and not (isinstance(all_data[0], dict) and "_elastic" in all_data[0]):
+            # Restored on another layout: the counters start the residual epoch (a checkpoint taken
+            # within that residual epoch carries them as "_elastic" and is checked below).
             self._start_elastic_epoch(resumed)
             return
-        if not data:
-            logger.warning(NO_ITERATOR_DATA_MSG)
+        if not all_data[0]:
+            warnings.warn(NO_ITERATOR_DATA_MSG, RuntimeWarning, stacklevel=user_stacklevel())
             return
-        self._counters = self._counters.restore(data)
+        fresh = self._counters
+        for data in reversed(all_data):  # each is checked; the first one is used
+            self._counters, self._next_counters, self._origin = self._checked_counters(fresh, data)
+        if any(data != all_data[0] for data in all_data):  # e.g. one before, one after a reset()
+            warnings.warn(DIFFERENT_ITERATOR_DATA_MSG, RuntimeWarning, stacklevel=user_stacklevel())
+
+    def _checked_counters(self, fresh: EpochCounters, data: Any):
+        """(counters, next counters, origin) from one pipeline's iterator data, each field checked
+        for its type and range, and the counters against the pipeline's iteration: a checkpoint
+        holds only counters that this iterator reaches after that many batches."""
+        data = _parsed_iterator_data(data)
+        origin, next_counters, start = (0, fresh.shard_ids), None, fresh
+        if "_origin" in data:
+            if not fresh.reader_mode:
+                raise CheckpointError("checkpoint field 'iterator._origin' is only written by iterators with "
+                                      "reader_name")
+            o = check_dict(data["_origin"], "iterator._origin", ("iteration", "shard_ids"))
+            origin = (check_int(o["iteration"], "iterator._origin.iteration", 0, self._fetches),
+                      check_int_list(o["shard_ids"], "iterator._origin.shard_ids", fresh.num_pipelines, 0,
+                                     fresh.layout.num_shards - 1))
+        if "_elastic" in data:
+            if not fresh.reader_mode:
+                raise CheckpointError("checkpoint field 'iterator._elastic' is only written by iterators with "
+                                      "reader_name")
+            e = check_dict(data["_elastic"], "iterator._elastic", ("layout", "next"))
+            size, padded, shards = check_int_list(e["layout"], "iterator._elastic.layout", 3)
+            if size < 1 or shards != fresh.layout.num_shards or padded != _ceil_div(size, shards) * shards:
+                raise CheckpointError(f"checkpoint field 'iterator._elastic.layout' is {e['layout']}: not the "
+                                      f"residual epoch of {fresh.layout.num_shards} padded shards")
+            residual = ReaderLayout(size, padded, shards, pad_last_batch=True, stick_to_shard=True)
+            next_counters = fresh.restore(e["next"])
+            if next_counters.to_dict() != EpochCounters.for_reader(
+                    fresh.policy, fresh.layout, next_counters.shard_ids, fresh.batch_size).to_dict():
+                raise CheckpointError("checkpoint field 'iterator._elastic.next' does not hold the counters of a "
+                                      "fresh epoch")
+            start = EpochCounters.for_reader(fresh.policy, residual, origin[1], fresh.batch_size)
+            fresh = dataclasses.replace(fresh, layout=residual)
+        elif origin[0]:
+            start = EpochCounters.for_reader(fresh.policy, fresh.layout, origin[1], fresh.batch_size)
+        counters = fresh.restore(data)
+        problem = counters.consistent_with(start, self._fetches - origin[0])
+        if problem:
+            raise CheckpointError(f"the iterator data of the checkpoint does not match its pipeline state: {problem} "
+                                  "(edited, or saved by an iterator with other arguments)")
+        return counters, next_counters, origin
 
     def _start_elastic_epoch(self, resumed: list) -> None:
         """Counters for the residual epoch after a re-shard, then for the layout's normal epochs.
@@ -918,6 +1105,7 @@ class _DaliBaseIterator:
         r, s = resumed[0]["residual"], layout.num_shards
         residual = ReaderLayout(r, _ceil_div(r, s) * s, s, pad_last_batch=True, stick_to_shard=True)
         self._counters = EpochCounters.for_reader(counters.policy, residual, counters.shard_ids, counters.batch_size)
+        self._origin = (self._fetches, counters.shard_ids)
         shift = 0 if layout.stick_to_shard else resumed[0]["next_epoch"]
         next_ids = [(k + shift) % s for k in counters.shard_ids]
         self._next_counters = EpochCounters.for_reader(counters.policy, layout, next_ids, counters.batch_size)

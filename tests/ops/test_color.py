@@ -393,11 +393,48 @@ def test_normalize_table(kwargs, expected_a, expected_b):
     np.testing.assert_allclose(b, expected_b, rtol=2e-6, atol=2e-6)
 
 
-def test_normalize_constant_sample_gives_zero_and_given_zero_stddev_gives_inf():
+def test_normalize_constant_sample_gives_zero():
     (o,) = one(lambda x: fn.normalize(x), [np.full((2, 3), 7, np.float32)], layout="")
     assert (o == 0).all()
-    (o,) = one(lambda x: fn.normalize(x, stddev=0.0), [A], layout="")
-    assert np.isinf(o).all()  # DALI 2.4
+
+
+# -- a zero standard deviation (issue 15, defect 9): DALI 2.4 returns inf/NaN silently -------------------
+
+F = np.ones((2, 2, 3), np.float32)
+
+
+@pytest.mark.parametrize("make, op, arg", [
+    (lambda x: fn.normalize(x, stddev=0.0), "normalize", "stddev"),
+    (lambda x: fn.normalize(x, stddev=float("nan")), "normalize", "stddev"),
+    (lambda x: fn.crop_mirror_normalize(x, std=[1.0, 0.0, 1.0]), "crop_mirror_normalize", "std"),
+    (lambda x: fn.crop_mirror_normalize(x, std=0.0), "crop_mirror_normalize", "std"),
+    (lambda x: fn.crop_mirror_normalize(x.gpu(), std=[0.0, 1.0, 1.0]), "crop_mirror_normalize", "std"),
+])
+def test_a_constant_zero_std_is_refused_at_build(make, op, arg):
+    with pytest.raises(OpArgumentError, match=rf"fn.{op}: argument '{arg}' must be finite and non-zero"):
+        run_pipe(make, [F])
+
+
+def test_a_zero_stddev_with_epsilon_is_fine():
+    (o,) = one(lambda x: fn.normalize(x, mean=0.0, stddev=0.0, epsilon=0.25), [F])
+    np.testing.assert_allclose(o, 2.0)
+
+
+@pytest.mark.parametrize("make, op, arg", [
+    (lambda x, s: fn.normalize(x, mean=0.0, stddev=s), "normalize", "stddev"),
+    (lambda x, s: fn.normalize(x, mean=0.0, stddev=s, batch=False, axes=[0, 1, 2]), "normalize", "stddev"),
+    (lambda x, s: fn.crop_mirror_normalize(x, std=s), "crop_mirror_normalize", "std"),
+    (lambda x, s: fn.crop_mirror_normalize(x.gpu(), std=s), "crop_mirror_normalize", "std"),
+])
+def test_a_zero_std_argument_input_is_refused_at_run_time(make, op, arg):
+    stds = [np.float32([2.0]), np.float32([0.0])]
+
+    def graph(x):
+        return make(x, fn.external_source(source=lambda: stds))
+
+    with pytest.raises(ValueError, match=rf"fn.{op}: argument input '{arg}' must be finite and non-zero, "
+                                         r"got \[?0.0\]? for sample 1"):
+        run_pipe(graph, [F, F])
 
 
 def test_normalize_per_sample_parameters_pick_the_axes():

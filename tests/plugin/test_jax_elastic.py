@@ -136,3 +136,31 @@ def test_external_sources_are_not_elastic(index_files):
                                                r"devices to use \(4\)") as info:
             _sharded(4, graph, **args)(batch_size=batch, enable_checkpointing=True, checkpoints=it.checkpoints())
         assert re.search(cause, str(info.value.__cause__))
+
+
+@pytest.mark.parametrize("steps", [0, 2, 6])  # in the resumed epoch, at its end, in the epochs after it
+def test_checkpoints_during_and_after_the_resumed_epoch_pass_validation(index_files, steps):
+    files = index_files(N)
+    first = make_loader(files, 8, False)(batch_size=GLOBAL_BATCH, enable_checkpointing=True)
+    epoch_samples(first, steps=1)
+    resumed = make_loader(files, 4, False)(batch_size=GLOBAL_BATCH, enable_checkpointing=True,
+                                           checkpoints=first.checkpoints())
+    _take(resumed, steps)
+    cps = resumed.checkpoints()
+    expected = _steps(resumed, 12)
+    again = make_loader(files, 4, False)(batch_size=GLOBAL_BATCH, enable_checkpointing=True, checkpoints=cps)
+    assert _steps(again, 12) == expected
+
+
+def _steps(it, n):
+    """Labels and masks of `n` calls to next(), None where the epoch ended (then reset)."""
+    out = []
+    for _ in range(n):
+        try:
+            batch = next(it)
+        except StopIteration:
+            out.append(None)
+            it.reset()
+            continue
+        out.append((np.asarray(batch["label"]).ravel().tolist(), np.asarray(it.is_nonpadding).tolist()))
+    return out

@@ -60,3 +60,15 @@ def test_loader_restore_without_factory_returns_checkpoints(tmp_path, index_file
         saved.with_name("jaxdali_loader_process_3.json").unlink()
         with pytest.raises(FileNotFoundError, match="no jaxdali loader state"):
             mngr.restore(1, args=ocp.args.Composite(loader=LoaderRestore()))
+
+
+@pytest.mark.parametrize("text", ['{"format": "jaxdali-loader", "version": 1, "checkpoints": "x"}',
+                                  '{"format": "jaxdali-loader", "version": 1, "checkpoints": [1]}',
+                                  '[1, 2]', "{not json", "[" * 100_000])
+def test_a_damaged_loader_file_raises_a_checkpoint_error(tmp_path, text):
+    from jaxdali.pipeline.state import CheckpointError
+    from jaxdali.plugin.jax.orbax import LoaderCheckpointHandler
+
+    (tmp_path / "jaxdali_loader_process_0.json").write_text(text)
+    with pytest.raises(CheckpointError, match="jaxdali loader checkpoint|field 'checkpoints'"):
+        LoaderCheckpointHandler().restore(tmp_path)

@@ -19,21 +19,22 @@ from __future__ import annotations
 
 import collections
 import inspect
-import logging
 import multiprocessing
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
 
+from jaxdali._caller import user_stacklevel
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
+from jaxdali.pipeline.state import CheckpointError
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
 from jaxdali.types import BatchInfo, SampleInfo, to_dali_type, to_numpy_type
 
 __all__ = ["EXTERNAL_SOURCE", "external_source"]
 
-_log = logging.getLogger("jaxdali")
 _CYCLE = {None: "no", False: "no", "no": "no", True: "quiet", "quiet": "quiet", "raise": "raise"}
 
 
@@ -420,9 +421,13 @@ class ExternalSource(Operator):
         return {"kind": self._kind}
 
     def restore(self, state: dict) -> None:
+        if state.get("kind") != self._kind:
+            raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{self.name}.kind' is {state.get('kind')!r}, "
+                                  f"but this source is a {self._kind!r} source")
         if self._kind != "callable1":
-            _log.warning("%s: only one-argument callable sources (iteration index, BatchInfo or SampleInfo) resume "
-                         "from a checkpoint; this %s source restarts from its beginning", self.name, self._kind)
+            warnings.warn(f"{self.name}: only one-argument callable sources (iteration index, BatchInfo or SampleInfo) "
+                          f"resume from a checkpoint; this {self._kind} source restarts from its beginning",
+                          RuntimeWarning, stacklevel=user_stacklevel())
 
     def close(self) -> None:
         if self._feed is not None:

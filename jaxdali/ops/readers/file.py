@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.readers import storage
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
 
@@ -103,7 +103,7 @@ class FileReader(Reader):
                                                    a["case_sensitive_filter"])
             prefix = os.path.join(root, "")  # every name is relative: plain concatenation, for long lists
             paths = [prefix + n for n in names]
-            where = f"class folders of {root!r} matching {list(a['file_filters'])}"
+            where = f"the class folders of file_root {root!r} matching {list(a['file_filters'])}"
         else:
             raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
         if not names:
@@ -111,6 +111,7 @@ class FileReader(Reader):
         self.names, self.paths = names, paths
         self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
         self.num_samples = len(names)
+        self.listing, self.listing_source = listing_fingerprint(names, self.labels), where
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         self.skip_log = SkipLog("fn.readers.file")
 

@@ -6,7 +6,8 @@ import functools
 from typing import Any, Callable, Sequence
 
 from jaxdali.pipeline.decorator import pipeline_def
-from jaxdali.pipeline.state import ReshardError
+from jaxdali.pipeline import state as state_codec
+from jaxdali.pipeline.state import CheckpointCountError, ReshardError
 from jaxdali.plugin.base_iterator import LastBatchPolicy
 from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
 
@@ -95,9 +96,16 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
         @functools.wraps(func)
         def create_iterator(*args: Any, checkpoints: Sequence[bytes] | None = None, **kwargs: Any):
             kwargs.setdefault("num_threads", default_num_threads_value())
+            if checkpoints is not None:
+                checkpoints = _checked_list(checkpoints)
             if sharding is None and devices is None:
                 _reject_duplicates(func.__name__, kwargs, ("checkpoint",))
                 kwargs.setdefault("device_id", 0)
+                if checkpoints is not None and len(checkpoints) != 1:
+                    # DALI ignores the extra entries; a list from another layout is a mistake here
+                    raise CheckpointCountError(
+                        f"The number of checkpoints provided ({len(checkpoints)}) should match the number of "
+                        f"devices to use (1): without `sharding` or `devices` the iterator builds one pipeline")
                 pipe = make_pipeline(*args, checkpoint=checkpoints[0] if checkpoints else None, **kwargs)
                 return iterator_type(pipe, **iterator_args, pmap_compatible=pmap_compatible)
             _reject_duplicates(func.__name__, kwargs, ("device_id", "shard_id", "num_shards", "checkpoint"))
@@ -129,7 +137,9 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
         if global_batch % num_shards or global_batch < num_shards:
             raise ValueError(f"{func.__name__}: the global batch_size={global_batch} must be a positive multiple of "
                              f"the {num_shards} devices it is split over")
-        elastic = bool(checkpoints) and len(checkpoints) != len(use)
+        elastic = checkpoints is not None and len(checkpoints) != len(use)
+        if elastic:
+            _check_same_run(checkpoints)
 
         def build(i: int, device):
             checkpoint = (checkpoints[0] if elastic else checkpoints[i]) if checkpoints else None
@@ -150,13 +160,41 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
             except ReshardError as e:
                 for pipe in pipes:
                     pipe.close()
-                raise RuntimeError(f"The number of checkpoints provided ({len(checkpoints)}) should match the "
-                                   f"number of devices to use ({len(use)}).") from e
+                raise CheckpointCountError(f"The number of checkpoints provided ({len(checkpoints)}) should match "
+                                           f"the number of devices to use ({len(use)}).") from e
         return pipes
 
     if pipeline_fn is not None:
         return decorate(pipeline_fn)
     return decorate
+
+
+def _checked_list(checkpoints: Sequence[bytes]) -> list:
+    """``checkpoints`` as a list; an empty one is refused (DALI starts afresh: an empty list is
+    what a failed load returns, and silently restarting a resumed job hides that)."""
+    if isinstance(checkpoints, (bytes, bytearray, str)):
+        raise state_codec.CheckpointError("`checkpoints` must be the list that iterator.checkpoints() returns, "
+                                          "not a single checkpoint")
+    checkpoints = list(checkpoints)
+    if not checkpoints:
+        raise CheckpointCountError("`checkpoints` is an empty list: pass the list that iterator.checkpoints() "
+                                   "returned, or None to start afresh")
+    return checkpoints
+
+
+def _check_same_run(checkpoints: list) -> None:
+    """Entries of a list saved on another device count: every one must be a checkpoint of the same
+    pipeline at the same iteration (only the first is restored from)."""
+    docs = [state_codec.decode(c) for c in checkpoints]
+    first = docs[0]
+    for i, doc in enumerate(docs[1:], 1):
+        if doc["fingerprint"]["graph"] != first["fingerprint"]["graph"]:
+            raise state_codec.CheckpointError(f"checkpoints[{i}] was taken from another pipeline than checkpoints[0]")
+        if doc["pipeline"]["runner"]["iteration"] != first["pipeline"]["runner"]["iteration"]:
+            raise state_codec.CheckpointError(
+                f"checkpoints[{i}] was taken at another iteration (field 'pipeline.runner.iteration': "
+                f"{doc['pipeline']['runner']['iteration']}) than checkpoints[0] "
+                f"({first['pipeline']['runner']['iteration']})")
 
 
 data_iterator = make_data_iterator(DALIGenericIterator)

@@ -27,6 +27,8 @@ from typing import Any, Callable
 import orbax.checkpoint as ocp
 from etils import epath
 
+from jaxdali.pipeline.state import CheckpointError
+
 __all__ = ["LoaderCheckpointHandler", "LoaderSave", "LoaderRestore"]
 
 _FORMAT = "jaxdali-loader"
@@ -59,10 +61,16 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
             if not saved:
                 raise FileNotFoundError(f"no jaxdali loader state in {directory}")
             path = saved[0]
-        doc = json.loads(path.read_text())
-        if doc.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a jaxdali loader checkpoint")
-        checkpoints = [c.encode() for c in doc["checkpoints"]]
+        try:
+            doc = json.loads(path.read_text())
+        except (ValueError, RecursionError):
+            raise CheckpointError(f"{path} is not a jaxdali loader checkpoint (not JSON)") from None
+        if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+            raise CheckpointError(f"{path} is not a jaxdali loader checkpoint")
+        saved = doc.get("checkpoints")
+        if not isinstance(saved, list) or not all(isinstance(c, str) for c in saved):
+            raise CheckpointError(f"{path}: field 'checkpoints' must be a list of checkpoint strings")
+        checkpoints = [c.encode() for c in saved]
         if args is None or args.factory is None:
             return checkpoints
         return args.factory(*args.args, checkpoints=checkpoints, **args.kwargs)
