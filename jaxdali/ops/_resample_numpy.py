@@ -58,12 +58,18 @@ def resample(src: np.ndarray, taps_h, taps_w, out: np.ndarray, rows_first: bool)
 def _pass(x: np.ndarray, taps, axis: int) -> np.ndarray:
     """One pass along ``axis`` (0: rows, 1: columns) of an (H, W, C) array: the float32 sums in tap order."""
     index, weights = taps
-    shape = (-1, 1, 1) if axis == 0 else (1, -1, 1)
-    acc = np.multiply(np.take(x, index[:, 0], axis=axis), weights[:, 0].reshape(shape), dtype=np.float32)
+    x = x.astype(np.float32, copy=False)  # exact for every input type; float32 loops are the fast ones
+    if axis == 1:  # columns as rows: a gather of whole rows is a row copy, a gather of columns is not
+        x = np.ascontiguousarray(x.transpose(1, 0, 2))
+    acc = np.take(x, index[:, 0], axis=0)
+    acc *= weights[:, 0, None, None]
     acc += np.float32(0)  # the kernel's 0 + w * x: a product of -0 becomes +0, as there
+    term = np.empty_like(acc)
     for j in range(1, index.shape[1]):
-        acc += np.multiply(np.take(x, index[:, j], axis=axis), weights[:, j].reshape(shape), dtype=np.float32)
-    return acc
+        np.take(x, index[:, j], axis=0, out=term)
+        term *= weights[:, j, None, None]
+        acc += term
+    return acc if axis == 0 else acc.transpose(1, 0, 2)
 
 
 def _shifted(taps, lo: int):
