@@ -131,7 +131,7 @@ _EXTENSIONS = {"jpeg": ".jpg", "jpeg2k": ".jp2", "png": ".png", "pnm": ".ppm", "
 def _opencv_has(fmt: str) -> bool:
     """Whether this OpenCV build has a codec for ``fmt`` (e.g. some builds leave out OpenJPEG)."""
     try:
-        return bool(cv2.imencode(_EXTENSIONS[fmt], np.zeros((8, 8, 3), np.uint8))[0])
+        return bool(cv2.imencode(_EXTENSIONS[fmt], np.zeros((64, 64, 3), np.uint8))[0])  # JPEG 2000 needs >= 32 px
     except cv2.error:
         return False
 

@@ -257,9 +257,10 @@ def test_dtype_rescales_to_the_dynamic_range(dtype, np_dtype, expected):
     np.testing.assert_allclose(out.astype(np.float64), expected(src).astype(np.float64), rtol=0, atol=tolerance)
 
 
-def test_sixteen_bit_png_native_and_rescaled():
+@pytest.mark.parametrize("ext", [".png", ".jp2", ".tiff"])
+def test_sixteen_bit_png_native_and_rescaled(ext):
     src = (np.arange(37 * 53 * 3).reshape(37, 53, 3) * 41 % 65536).astype(np.uint16)
-    ok, buf = cv2.imencode(".png", src[:, :, ::-1])
+    ok, buf = cv2.imencode(ext, src[:, :, ::-1])
     assert ok
     as16 = decode([buf], dtype=types.UINT16)[0][0]
     as8 = decode([buf])[0][0]
