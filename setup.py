@@ -30,6 +30,12 @@ class OptionalBuildExt(build_ext):
             super().run()
         except (PlatformError, CCompilerError, ExecError, OSError) as e:
             self._skip(e)
+        if self.inplace:  # a kernel left by another build (e.g. a non-abi3 name) would be imported first
+            for ext in self.extensions:
+                built = pathlib.Path(self.get_ext_fullpath(ext.name))
+                for other in built.parent.glob(built.name.split(".")[0] + ".*"):
+                    if built.exists() and other.suffix in (".so", ".pyd") and other != built:
+                        other.unlink()
 
     def build_extension(self, ext):
         if self.compiler.compiler_type == "msvc":
