@@ -1,15 +1,73 @@
-"""Build of jaxdali's one compiled kernel; everything else about the package is in pyproject.toml."""
+"""Build of jaxdali's one compiled kernel; everything else about the package is in pyproject.toml.
+
+The kernel is optional: where it cannot be compiled (no C compiler, no Python headers), the build says
+so and goes on, and jaxdali resizes with its NumPy path (same values, slower). On Python >= 3.11 the
+kernel uses the stable ABI, so one wheel serves every later CPython (abi3).
+"""
+
+import hashlib
+import pathlib
+import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
+
+KERNEL_SOURCE = "jaxdali/ops/_resample_kernel.c"
+LIMITED_API = sys.version_info >= (3, 11) and not hasattr(sys, "gettotalrefcount")  # no abi3 for debug builds
+
+
+def source_sha256(path: str) -> str:
+    """SHA-256 of a C source with its line endings normalised (as jaxdali.ops.resample computes it)."""
+    return hashlib.sha256(pathlib.Path(path).read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+
+
+class OptionalBuildExt(build_ext):
+    """Compiles the kernel with flags for the compiler at hand; a failure is reported, not fatal."""
+
+    def run(self):
+        try:
+            super().run()
+        except (PlatformError, CCompilerError, ExecError, OSError) as e:
+            self._skip(e)
+        if self.inplace:  # a kernel left by another build (e.g. a non-abi3 name) would be imported first
+            for ext in self.extensions:
+                built = pathlib.Path(self.get_ext_fullpath(ext.name))
+                for other in built.parent.glob(built.name.split(".")[0] + ".*"):
+                    if built.exists() and other.suffix in (".so", ".pyd") and other != built:
+                        other.unlink()
+
+    def build_extension(self, ext):
+        if self.compiler.compiler_type == "msvc":
+            # /fp:precise (MSVC's default) neither fuses multiply-adds nor reorders float32 sums.
+            ext.extra_compile_args = ["/O2", "/fp:precise"]
+        else:
+            # -ffp-contract=off: no fused multiply-add, so every output is the float32 sum the kernel's
+            # comment describes, on every CPU the target clones pick.
+            ext.extra_compile_args = ["-O3", "-ffp-contract=off", "-fno-trapping-math"]
+        try:
+            super().build_extension(ext)
+        except (CCompilerError, ExecError, PlatformError, OSError) as e:
+            self._skip(e)
+
+    @staticmethod
+    def _skip(error: Exception) -> None:
+        print(f"WARNING: jaxdali's compiled resize kernel ({KERNEL_SOURCE}) was not built ({error}); jaxdali "
+              "will resize with its NumPy path (same results, slower). Install a C compiler and the Python "
+              "headers, then reinstall, to build it.", file=sys.stderr)
+
 
 setup(
     ext_modules=[
         Extension(
             "jaxdali.ops._resample_kernel",
-            ["jaxdali/ops/_resample_kernel.c"],
-            # -ffp-contract=off: no fused multiply-add, so every output is the float32 sum the
-            # kernel's comment describes, on every CPU the ifunc clones pick.
-            extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"],
+            [KERNEL_SOURCE],
+            define_macros=[("JAXDALI_KERNEL_SOURCE", "0x" + source_sha256(KERNEL_SOURCE))]
+            + ([("Py_LIMITED_API", "0x030B0000")] if LIMITED_API else []),
+            py_limited_api=LIMITED_API,
+            optional=True,
         )
     ],
+    cmdclass={"build_ext": OptionalBuildExt},
+    options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED_API else {},
 )

@@ -10,7 +10,14 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-__all__ = ["Option", "OPTIONS", "get", "update"]
+__all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
+
+
+def _choice(value: str, choices: tuple[str, ...]) -> str:
+    value = value.strip().lower()
+    if value not in choices:
+        raise ValueError(f"{value!r} is not one of {list(choices)}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +35,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "allocating anything, and warn (LargeImageWarning) from half of it. The default is Pillow's "
            "decompression-bomb error threshold (2 x 89,478,485); the decoders' max_image_pixels argument "
            "overrides it per operator."),
+    Option("disable_kernel", "JAXDALI_DISABLE_KERNEL", False, lambda v: v.lower() not in ("", "0", "false", "no"),
+           "Resize with the NumPy path even where the compiled kernel is built (same results, slower); "
+           "CI runs the tests once this way."),
+    Option("decoder", "JAXDALI_DECODER", "auto", lambda v: _choice(v, ("auto", "nvimgcodec", "opencv")),
+           "Image decoding backend: 'auto' (nvImageCodec where it is installed, else OpenCV), 'nvimgcodec' "
+           "or 'opencv' (OpenCV, Pillow where OpenCV cannot decode a file)."),
     Option("recycle_device_outputs", "JAXDALI_RECYCLE_DEVICE_OUTPUTS", True, lambda v: v.lower() not in ("0", "false", "no"),
            "Framework iterators let the fused device program write large outputs into the memory of earlier "
            "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "
@@ -55,3 +68,33 @@ def update(name: str, value: Any) -> None:
     if name not in OPTIONS:
         raise KeyError(f"unknown jaxdali option {name!r}; options: {sorted(OPTIONS)}")
     _values[name] = value
+
+
+def runtime_info() -> dict[str, str]:
+    """What this installation runs: jaxdali's version, the resize and decode paths (and why), nvImageCodec's
+    version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info`` prints it)."""
+    import importlib.metadata
+
+    import jax
+
+    import jaxdali
+    from jaxdali.ops import decoders, resample
+
+    path, reason = resample.kernel_status()
+    backend, why = decoders.backend_status()
+    try:
+        nvimgcodec = importlib.metadata.version("nvidia-nvimgcodec-cu12")
+    except importlib.metadata.PackageNotFoundError:
+        nvimgcodec = "absent"
+    devices = jax.devices()
+    return {
+        "jaxdali": jaxdali.__version__,
+        "resize": path,
+        "resize_reason": reason,
+        "decoder": backend,
+        "decoder_reason": why,
+        "nvimgcodec": nvimgcodec,
+        "jax": jax.__version__,
+        "jax_backend": jax.default_backend(),
+        "jax_devices": f"{len(devices)} x {devices[0].device_kind}" if devices else "none",
+    }

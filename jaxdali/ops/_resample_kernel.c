@@ -7,6 +7,14 @@
  * type. A value therefore depends only on its own taps and the pass order, never on which window of
  * the output is computed, and equals the NumPy/SciPy formulation of the same passes bit for bit.
  *
+ * jaxdali.ops._resample_numpy computes the same values in NumPy when this module is not built.
+ *
+ * Portable C99 for GCC, Clang and MSVC: SSE2 or NEON intrinsics where the target has them, plain loops
+ * elsewhere; AVX2 clones (target_clones) only where the loader resolves them (ifunc: x86-64 glibc Linux).
+ * Built against the stable ABI (Py_LIMITED_API, Python >= 3.11) by setup.py, which also passes
+ * JAXDALI_KERNEL_SOURCE, the SHA-256 of this file: the module exposes it as SOURCE_SHA256 so that a
+ * kernel built from another version of this file is detected at import.
+ *
  * Pass orders (the caller picks the cheaper one; the values differ in the last float32 bit):
  *   rows first: each output row combines input rows (vertical, contiguous, vectorised), then its
  *               columns are resampled from that one row; nothing larger than a row is kept.
@@ -17,19 +25,37 @@
 #include <Python.h>
 
 #include <stdint.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__SSE2__) || defined(_M_X64) || defined(_M_AMD64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+#define HAVE_SSE2 1
+#include <emmintrin.h>
+#elif defined(__ARM_NEON) || defined(_M_ARM64)
+#define HAVE_NEON 1
+#include <arm_neon.h>
+#endif
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#define restrict __restrict
+#endif
+
+#ifndef JAXDALI_KERNEL_SOURCE
+#define JAXDALI_KERNEL_SOURCE unknown
+#endif
+#define STRINGIZE_(x) #x
+#define STRINGIZE(x) STRINGIZE_(x)
 
 enum { T_U8, T_U16, T_I16, T_F32 };
 
 static const Py_ssize_t ITEMSIZE[] = {1, 2, 2, 4};
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#if defined(__has_attribute)
+#if __has_attribute(target_clones) && defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
 #define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
+#endif
+#endif
+#ifndef VECTOR_CLONES
 #define VECTOR_CLONES
 #endif
 
@@ -87,7 +113,7 @@ static void to_float(float *restrict dst, const void *restrict src, int type, Py
         }                                                                             \
     } while (0)
 
-#if defined(__SSE2__)
+#if HAVE_SSE2
 /* The uint8 case of store, 16 values at a time: max before min, so NaN gives 0 (the scalar rule);
  * the conversion rounds half to even (the default rounding mode). */
 static inline Py_ssize_t store_u8_sse2(uint8_t *restrict y, const float *restrict src, Py_ssize_t n)
@@ -111,7 +137,7 @@ static void store(void *restrict dst, int type, const float *restrict src, Py_ss
     switch (type) {
     case T_U8: {
         Py_ssize_t done = 0;
-#if defined(__SSE2__)
+#if HAVE_SSE2
         done = store_u8_sse2((uint8_t *)dst, src, n);
 #endif
         dst = (uint8_t *)dst + done, src += done, n -= done;
@@ -144,23 +170,34 @@ static inline void horizontal_c(float *restrict dst, const float *restrict row, 
     }
 }
 
-typedef float v4f __attribute__((vector_size(16)));
-
 /* horizontal_c for 3 or 4 channels: one 4-lane vector holds a pixel's channels, so a tap costs one
- * multiply-add for all channels. For 3 channels each load reads one float past the pixel and each
- * store writes one float past it (overwritten by the next pixel): row and dst have one float of room. */
+ * multiply and one add for all channels. For 3 channels each load reads one float past the pixel and
+ * each store writes one float past it (overwritten by the next pixel): row and dst have one float of
+ * room. Without SSE2 or NEON, four scalar lanes that the compiler may vectorise. */
 static inline void horizontal_v4(float *restrict dst, const float *restrict row, const Taps *t, const int c)
 {
     const Py_ssize_t k = t->k, m = t->m;
     for (Py_ssize_t x = 0; x < m; x++) {
         const int32_t *idx = t->index + x * k;
         const float *w = t->weights + x * k;
-        v4f p, acc = {0.0f, 0.0f, 0.0f, 0.0f};
+#if HAVE_SSE2
+        __m128 acc = _mm_setzero_ps();
+        for (Py_ssize_t j = 0; j < k; j++)
+            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(w[j]), _mm_loadu_ps(row + (Py_ssize_t)idx[j] * c)));
+        _mm_storeu_ps(dst + x * c, acc);
+#elif HAVE_NEON
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (Py_ssize_t j = 0; j < k; j++)
+            acc = vaddq_f32(acc, vmulq_n_f32(vld1q_f32(row + (Py_ssize_t)idx[j] * c), w[j]));
+        vst1q_f32(dst + x * c, acc);
+#else
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (Py_ssize_t j = 0; j < k; j++) {
-            memcpy(&p, row + (Py_ssize_t)idx[j] * c, sizeof(p));
-            acc = acc + w[j] * p;
+            const float *p = row + (Py_ssize_t)idx[j] * c;
+            for (int ch = 0; ch < 4; ch++) acc[ch] = acc[ch] + w[j] * p[ch];
         }
-        memcpy(dst + x * c, &acc, sizeof(acc));
+        memcpy(dst + x * c, acc, sizeof(acc));
+#endif
     }
 }
 
@@ -402,4 +439,12 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__resample_kernel(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__resample_kernel(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", STRINGIZE(JAXDALI_KERNEL_SOURCE)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -29,11 +29,16 @@ Importing nvImageCodec prints warnings about the optional CUDA libraries (nvJPEG
 nvTIFF) that a CPU-only host does not have. They are captured while this module imports the
 library and logged at debug level on the ``jaxdali.decoders`` logger; anything else printed then is
 passed through to stderr.
+
+Where nvImageCodec is not installed (macOS has no wheel), or config ``decoder`` is ``"opencv"``
+(``JAXDALI_DECODER=opencv``), ``jaxdali.ops.decoders_opencv`` decodes instead (OpenCV, Pillow where
+OpenCV cannot); ``backend_status()`` says which backend runs and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -47,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from jaxdali import config
-from jaxdali.ops import rng
+from jaxdali.ops import decoders_opencv, rng
 from jaxdali.ops.codec_output import CODEC_OUTPUT
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
@@ -56,8 +61,8 @@ from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
-__all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP", "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP",
-           "decode_path", "exif_orientation"]
+__all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP",
+           "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP", "backend_status", "decode_path", "exif_orientation"]
 
 _log = logging.getLogger("jaxdali.decoders")
 
@@ -71,6 +76,7 @@ FORMAT_DECODERS: dict[str, str] = {
     "webp-opencv": "OpenCV cv2.imdecode (WebP files nvImageCodec 0.9's parser rejects, e.g. VP8X with EXIF)",
     "tiff": "nvImageCodec (libtiff extension)",
     "bmp": "nvImageCodec (nvbmp extension)",
+    **decoders_opencv.FORMAT_DECODERS,
 }
 
 #: Output element types the decoders produce (as DALI: others are refused).
@@ -119,6 +125,30 @@ def _nvimgcodec_module():
                 from error
         _nvimgcodec = module
         return module
+
+
+@functools.cache
+def _nvimgcodec_missing() -> str | None:
+    """Why nvImageCodec cannot be imported, or None when it can (tried once per process)."""
+    try:
+        _nvimgcodec_module()
+    except ImportError as e:
+        return str(e.__cause__ or e)
+    return None
+
+
+def backend_status() -> tuple[str, str]:
+    """The image decoding backend in use, ``"nvimgcodec"`` or ``"opencv"``, and why (config ``decoder``)."""
+    choice = config.get("decoder")
+    if choice == "opencv":
+        return "opencv", "chosen by config 'decoder' (JAXDALI_DECODER=opencv)"
+    missing = _nvimgcodec_missing()
+    if missing is None:
+        return "nvimgcodec", "nvImageCodec is installed" + (" (chosen by config 'decoder')" if choice != "auto" else "")
+    if choice == "nvimgcodec":
+        raise ImportError(f"config 'decoder' is 'nvimgcodec' but nvImageCodec cannot be imported ({missing}): "
+                          "pip install nvidia-nvimgcodec-cu12, or use JAXDALI_DECODER=opencv")
+    return "opencv", f"nvImageCodec is not installed ({missing})"
 
 
 class _ThreadDecoders(threading.local):
@@ -326,14 +356,21 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
     buf = memoryview(data)
     if len(buf) == 0:
         raise ImageDecodeError(f"{_describe(op, index, source)}: empty (0 bytes); expected an encoded image")
-    nvi = _nvimgcodec_module()
+    fallback = backend_status()[0] == "opencv"
     kind = _sniff(buf)
-    size = _webp_size(buf) if kind == "webp" and _webp_rejected_by_nvimgcodec(buf) else None
+    size = _webp_size(buf) if kind == "webp" and (fallback or _webp_rejected_by_nvimgcodec(buf)) else None
+    found = decoders_opencv.stored_size(buf) if fallback and size is None else None
     if size is not None:
         header = _Header("webp-opencv", size[0], size[1], 1)
+    elif found is not None:
+        header = _Header(found[0] + "-opencv", found[1], found[2], 1)
+    elif fallback:
+        raise ImageDecodeError(
+            f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting {bytes(buf[:8])!r}); "
+            "no JPEG, JPEG 2000, PNG, PNM, WebP, TIFF or BMP header")
     else:
         try:
-            stream = nvi.CodeStream(data)
+            stream = _nvimgcodec_module().CodeStream(data)
             header = _Header(stream.codec_name, int(stream.height), int(stream.width), 1, stream)
         except RuntimeError as e:
             size = _webp_size(buf) if kind == "webp" else None
@@ -421,6 +458,8 @@ class _DecodeSpec:
 
 
 def _params(spec: _DecodeSpec):
+    if backend_status()[0] == "opencv":
+        return None
     nvi = _nvimgcodec_module()
     t = spec.output_type
     if t == DALIImageType.GRAY:
@@ -447,30 +486,6 @@ def _decode_nvimgcodec(header: _Header, spec: _DecodeSpec, params, window) -> np
         return None
     out = np.asarray(image.cpu())
     return out if out.ndim == 3 else out.reshape(out.shape[0], out.shape[1], -1)
-
-
-def _decode_opencv(data: np.ndarray, spec: _DecodeSpec, window) -> np.ndarray | None:
-    import cv2
-
-    t = spec.output_type
-    flags = cv2.IMREAD_IGNORE_ORIENTATION
-    flags |= (cv2.IMREAD_GRAYSCALE if t == DALIImageType.GRAY else
-              cv2.IMREAD_UNCHANGED if t == DALIImageType.ANY_DATA else cv2.IMREAD_COLOR)
-    out = cv2.imdecode(data, flags)
-    if out is None:
-        return None
-    if window is not None:
-        y, x, h, w = window
-        out = out[y:y + h, x:x + w]
-    if out.ndim == 2:
-        return out[:, :, None]
-    if t in (DALIImageType.RGB, DALIImageType.YCbCr):
-        return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
-    if t == DALIImageType.ANY_DATA and out.shape[2] == 4:
-        return cv2.cvtColor(out, cv2.COLOR_BGRA2RGBA)
-    if t == DALIImageType.ANY_DATA and out.shape[2] == 3:
-        return cv2.cvtColor(out, cv2.COLOR_BGR2RGB)
-    return out
 
 
 # BT.601 "studio swing" RGB -> YCbCr for values on the 8-bit scale (Y in [16, 235], Cb and Cr in
@@ -526,8 +541,8 @@ def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, wi
     stored_window = None
     if window is not None:
         stored_window = _to_stored_window(window, header.height, header.width, header.orientation)
-    if header.path == "webp-opencv":
-        img = _decode_opencv(data, spec, stored_window)
+    if header.stream is None:
+        img = decoders_opencv.decode(data, header.path.split("-")[0], spec.output_type, stored_window)
     else:
         img = _decode_nvimgcodec(header, spec, params, stored_window)
     if img is None:
@@ -614,7 +629,7 @@ class ImageDecoder(Operator):
         self.strict = bool(self.args["strict_decoding"])
         self.replace = self.args["error_policy"] == "replace"
         self.skip_log = SkipLog(f"fn.{self.op}")
-        _nvimgcodec_module()  # import problems surface at build
+        backend_status()  # import problems surface at build
 
     def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
         """(y, x, h, w) arrays: one window per sample of the oriented images (``crops`` operators)."""

@@ -10,25 +10,62 @@ this module computes the same thing faster for the common case, a (H, W, C) fram
   (``_resample_kernel.c``), which releases the GIL, reads the input in its own type and writes the
   rounded, saturated output directly: no float32 copy of the frame, no transposes, and at most one
   float32 block of the size of the W-resampled input (none when rows go first).
+
+The kernel is optional: where it is not built, was built from another version of its source (a stale
+editable install), or config ``disable_kernel`` (``JAXDALI_DISABLE_KERNEL=1``) is set, ``resample_frame``
+runs ``_resample_numpy``, which computes the same values bit for bit, slower. ``kernel_status()`` says
+which path runs and why.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import pathlib
 import threading
+import warnings
 
 import cv2
 import numpy as np
 
-try:
-    from jaxdali.ops._resample_kernel import resample as _resample_kernel
-except ImportError as e:  # a source tree used without installing it
-    raise ImportError(
-        "jaxdali's compiled resize kernel (jaxdali/ops/_resample_kernel.c) is not built: install jaxdali with "
-        "`pip install .` or `pip install -e .`, which compiles it (a C compiler and the Python headers are "
-        "needed)") from e
+from jaxdali import config
+from jaxdali.ops import _resample_numpy
 
-__all__ = ["batch_axis_taps", "tap_sum", "resample_frame", "frame_supported"]
+__all__ = ["batch_axis_taps", "tap_sum", "resample_frame", "frame_supported", "kernel_status"]
+
+_KERNEL_SOURCE = pathlib.Path(__file__).with_name("_resample_kernel.c")
+
+
+def _load_kernel():
+    """The compiled kernel's ``resample`` and why it is used, or None and why not."""
+    try:
+        from jaxdali.ops import _resample_kernel as module
+    except ImportError as e:
+        return None, f"not built ({e}); a C compiler at install time builds it"
+    if not _KERNEL_SOURCE.is_file():  # an installation without the source: nothing to compare with
+        return module.resample, f"{module.__file__} (source not installed, not checked)"
+    # setup.py compiles the hash of the source (line endings normalised) into the module.
+    expected = "0x" + hashlib.sha256(_KERNEL_SOURCE.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+    built = getattr(module, "SOURCE_SHA256", None)
+    if built != expected:
+        reason = (f"{module.__file__} was built from another version of {_KERNEL_SOURCE.name}; rebuild it with "
+                  "`pip install -e .` (or `python setup.py build_ext --inplace`)")
+        warnings.warn(f"jaxdali ignores its compiled resize kernel: {reason}. Resizing uses the NumPy path "
+                      "(same results, slower).", RuntimeWarning, stacklevel=2)
+        return None, f"stale: {reason}"
+    return module.resample, f"{module.__file__}, built from this source"
+
+
+_KERNEL, _KERNEL_REASON = _load_kernel()
+
+
+def kernel_status() -> tuple[str, str]:
+    """Which implementation ``resample_frame`` runs, ``"compiled kernel"`` or ``"numpy fallback"``, and why."""
+    if config.get("disable_kernel"):
+        return "numpy fallback", "disabled by config 'disable_kernel' (JAXDALI_DISABLE_KERNEL)"
+    if _KERNEL is None:
+        return "numpy fallback", f"compiled kernel {_KERNEL_REASON}"
+    return "compiled kernel", _KERNEL_REASON
 
 _CV2_DEPTH = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.int16): cv2.CV_16S,
               np.dtype(np.float32): cv2.CV_32F}
@@ -116,7 +153,8 @@ def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, order: bool
         order = rows_first(src.shape, out.shape, taps_h, taps_w)
     if src.strides[1:] != (src.shape[2] * src.itemsize, src.itemsize):
         src = np.ascontiguousarray(src)
-    _resample_kernel(src, taps_h, taps_w, out, order)
+    kernel = _KERNEL if _KERNEL is not None and not config.get("disable_kernel") else _resample_numpy.resample
+    kernel(src, taps_h, taps_w, out, order)
 
 
 def rows_first(src_shape, out_shape, taps_h, taps_w) -> bool:

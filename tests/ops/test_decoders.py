@@ -8,6 +8,10 @@ Tolerances (also in docs/decoding.md):
 * PNG, BMP, TIFF, lossless WebP, lossless JPEG 2000, PNM: exact.
 * Region (crop-window) decoding against the same window cut from a full decode: exact (measured 0
   on every shared file and format).
+
+Every test runs with both decoding backends (the ``backend`` fixture): nvImageCodec and the OpenCV
+fallback of ``jaxdali.ops.decoders_opencv``. The two agree exactly on every shared photo, full and
+cropped (``test_backends_agree_on_real_photos``).
 """
 
 from __future__ import annotations
@@ -25,11 +29,29 @@ cv2 = pytest.importorskip("cv2")
 from PIL import Image, ImageOps  # noqa: E402
 
 from jaxdali import config, fn, pipeline_def, types  # noqa: E402
-from jaxdali.ops import rng  # noqa: E402
+from jaxdali.ops import decoders, rng  # noqa: E402
 from jaxdali.ops.crop_window import crop_window_draws, random_crop_windows  # noqa: E402
 from jaxdali.ops.decoders import (FORMAT_DECODERS, ImageDecodeError, ImageRandomCropDecoder,  # noqa: E402
                                   LargeImageWarning, decode_path, exif_orientation)
 from jaxdali.ops.schema import OpArgumentError  # noqa: E402
+
+@pytest.fixture(autouse=True, params=["nvimgcodec", "opencv"])
+def backend(request) -> str:
+    """The decoding backend of the test (config 'decoder'): nvImageCodec, then the OpenCV fallback."""
+    if request.param == "nvimgcodec" and decoders._nvimgcodec_missing() is not None:
+        pytest.skip(f"nvImageCodec is not installed: {decoders._nvimgcodec_missing()}")
+    previous = config.get("decoder")
+    config.update("decoder", request.param)
+    try:
+        yield request.param
+    finally:
+        config.update("decoder", previous)
+
+
+def _path_with(backend: str, path: str) -> str:
+    """The ``decode_path`` of a format under ``backend`` (the fallback's entries end in "-opencv")."""
+    return path if backend == "nvimgcodec" else path.split("-")[0] + "-opencv"
+
 
 JPEG_MAX_ERROR = 4
 JPEG_MEAN_ERROR = 0.1
@@ -147,6 +169,23 @@ def test_every_flower_photo_matches_opencv():
         assert_jpeg_close(out, cv2_reference(path), path.name)
 
 
+def test_backends_agree_on_real_photos(backend):
+    """nvImageCodec and the OpenCV fallback on every shared JPEG and PNG, whole and cropped: identical."""
+    if backend != "nvimgcodec":
+        pytest.skip("compares both backends; runs once")
+    paths = sorted(_shared("flowers").glob("*/*.jpg")) + sorted(_shared("jpeg_variants").glob("*/*.jpg")) + \
+        sorted(_shared("png").glob("*.png"))
+    datas = [np.fromfile(p, np.uint8) for p in paths]
+    results = {}
+    for name in ("nvimgcodec", "opencv"):
+        config.update("decoder", name)
+        results[name] = (decode(datas, num_threads=2)[0], decode(datas, op="decoders.image_random_crop", seed=5)[0],
+                         decode(datas, output_type=types.GRAY)[0])
+    for kind, a_batch, b_batch in zip(("rgb", "crop", "gray"), results["nvimgcodec"], results["opencv"]):
+        for path, a, b in zip(paths, a_batch, b_batch):
+            np.testing.assert_array_equal(a, b, err_msg=f"{kind}: {path.name}")
+
+
 def test_png_files_decode_exactly():
     paths = sorted(_shared("png").glob("*.png"))
     rgb = decode_files(paths)
@@ -219,9 +258,10 @@ def test_dtype_rescales_to_the_dynamic_range(dtype, np_dtype, expected):
     np.testing.assert_allclose(out.astype(np.float64), expected(src).astype(np.float64), rtol=0, atol=tolerance)
 
 
-def test_sixteen_bit_png_native_and_rescaled():
+@pytest.mark.parametrize("ext", [".png", ".jp2", ".tiff"])
+def test_sixteen_bit_png_native_and_rescaled(ext):
     src = (np.arange(37 * 53 * 3).reshape(37, 53, 3) * 41 % 65536).astype(np.uint16)
-    ok, buf = cv2.imencode(".png", src[:, :, ::-1])
+    ok, buf = cv2.imencode(ext, src[:, :, ::-1])
     assert ok
     as16 = decode([buf], dtype=types.UINT16)[0][0]
     as8 = decode([buf])[0][0]
@@ -254,12 +294,12 @@ def _lossless_files():
     ]
 
 
-def test_lossless_formats_decode_exactly_and_report_their_decoder():
+def test_lossless_formats_decode_exactly_and_report_their_decoder(backend):
     files = _lossless_files()
     outs = decode([f[1] for f in files])[0]
     for (path, data, expected), out in zip(files, outs):
-        assert decode_path(np.frombuffer(data, np.uint8)) == path
-        assert path in FORMAT_DECODERS
+        assert decode_path(np.frombuffer(data, np.uint8)) == _path_with(backend, path)
+        assert _path_with(backend, path) in FORMAT_DECODERS
         np.testing.assert_array_equal(out, expected, err_msg=path)
 
 
@@ -348,12 +388,16 @@ def test_input_must_be_bytes():
         decode([np.zeros(10, np.float32)])
 
 
-def test_any_data_without_native_decoding_says_so():
+def test_any_data_without_native_decoding_says_so(backend):
     gray_alpha = Image.fromarray(np.dstack([gradient()[:, :, 0]] * 2), "LA")
     buf = io.BytesIO()
     gray_alpha.save(buf, format="PNG")
-    with pytest.raises(ImageDecodeError, match="output_type=ANY_DATA"):
-        decode([buf.getvalue()], output_type=types.ANY_DATA)
+    if backend == "opencv":  # OpenCV gives grey + alpha as RGBA
+        out = decode([buf.getvalue()], output_type=types.ANY_DATA)[0][0]
+        np.testing.assert_array_equal(out, np.dstack([gradient()[:, :, 0]] * 4))
+    else:
+        with pytest.raises(ImageDecodeError, match="output_type=ANY_DATA"):
+            decode([buf.getvalue()], output_type=types.ANY_DATA)
     assert decode([buf.getvalue()])[0][0].shape == (37, 53, 3)
 
 
@@ -433,9 +477,9 @@ def _claim_size(data: bytes, fmt: str, width: int, height: int) -> bytes:
     ("BMP", {}, "bmp"), ("TIFF", {}, "tiff"),
     ("WEBP", {"lossless": True, "exif": exif_bytes(1)}, "webp-opencv"),  # size from our own WebP header parser
 ])
-def test_huge_header_of_other_formats_is_refused(fmt, kwargs, path):
+def test_huge_header_of_other_formats_is_refused(fmt, kwargs, path, backend):
     data = encode(gradient(), fmt, **kwargs)
-    assert decode_path(np.frombuffer(data, np.uint8)) == path
+    assert decode_path(np.frombuffer(data, np.uint8)) == _path_with(backend, path)
     huge = _claim_size(data, fmt, 60000, 50000)
     for op in ("decoders.image", "decoders.image_random_crop"):
         with pytest.raises(ImageDecodeError, match=rf"fn.{op}: sample 0: the image header declares 60000 x 50000 "):
@@ -472,7 +516,9 @@ def test_performance_hints_are_accepted():
                                   decode(data, op="decoders.image_random_crop", seed=3)[0][0])
 
 
-def test_fast_idct_changes_jpeg_values_slightly():
+def test_fast_idct_changes_jpeg_values_slightly(backend):
+    if backend == "opencv":
+        pytest.skip("OpenCV has no fast-IDCT switch: the fallback always runs the accurate IDCT")
     path = sorted(_shared("flowers").glob("*/*.jpg"))[0]
     exact = decode_files([path])[0]
     fast = decode_files([path], use_fast_idct=True)[0]

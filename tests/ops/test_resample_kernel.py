@@ -1,14 +1,32 @@
-"""The compiled separable kernel behind ``fn.resize``'s fast path (``jaxdali/ops/_resample_kernel.c``)."""
+"""The separable kernel behind ``fn.resize``'s fast path: the compiled one (``jaxdali/ops/_resample_kernel.c``)
+and its NumPy equivalent (``jaxdali/ops/_resample_numpy.py``), which every test here runs alike."""
 
+import os
+import pathlib
+import subprocess
+import sys
 import threading
 
 import numpy as np
 import pytest
 
-from jaxdali.ops import resample
-from jaxdali.ops._resample_kernel import resample as kernel
+from jaxdali import config
+from jaxdali.ops import _resample_numpy, resample
 from jaxdali.ops.resize import _FILTERS
 from jaxdali.types import DALIInterpType
+
+
+@pytest.fixture(params=["compiled kernel", "numpy fallback"])
+def kernel(request):
+    """The implementation under test; ``resample.resample_frame`` runs it too while the test runs."""
+    if request.param == "compiled kernel" and resample.kernel_status()[0] != "compiled kernel":
+        pytest.skip(f"compiled kernel not in use: {resample.kernel_status()[1]}")
+    previous = config.get("disable_kernel")
+    config.update("disable_kernel", request.param == "numpy fallback")
+    try:
+        yield resample._KERNEL if request.param == "compiled kernel" else _resample_numpy.resample
+    finally:
+        config.update("disable_kernel", previous)
 
 
 def _taps(n, m, filt=DALIInterpType.INTERP_LINEAR, antialias=True, lo=0.0, hi=None):
@@ -41,7 +59,7 @@ def _expected(src, taps_h, taps_w, rows_first, out_dtype):
 
 @pytest.mark.parametrize("rows_first", [True, False])
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
-def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels):
+def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels, kernel):
     r = np.random.default_rng(channels)
     filters = list(_FILTERS)[1:]
     for trial in range(40):
@@ -66,7 +84,7 @@ def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels
                                           err_msg=f"trial {trial}: {np.dtype(dtype)} -> {np.dtype(out_dtype)}")
 
 
-def test_integer_outputs_round_half_to_even_and_saturate():
+def test_integer_outputs_round_half_to_even_and_saturate(kernel):
     values = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 0.5, 1.5, 2.5, 254.5, 255.5, -0.4, -0.6,
                        32767.5, -32768.5, 65535.5, 3.7], np.float32)
     src = values.reshape(1, -1, 1)
@@ -83,7 +101,7 @@ def test_integer_outputs_round_half_to_even_and_saturate():
     np.testing.assert_array_equal(out[0, :, 0], np.tile(np.rint(np.clip(np.nan_to_num(values, nan=0), 0, 255)), 3))
 
 
-def test_a_window_of_rows_or_columns_reads_the_frame_in_place():
+def test_a_window_of_rows_or_columns_reads_the_frame_in_place(kernel):
     src = np.random.default_rng(1).integers(0, 256, (50, 60, 3), np.uint8)
     taps_w = _taps(60, 25)
     out = np.empty((20, 25, 3), np.uint8)
@@ -101,7 +119,7 @@ def test_a_window_of_rows_or_columns_reads_the_frame_in_place():
                                                  np.uint8))
 
 
-def test_length_one_axes_with_any_stride_are_accepted():
+def test_length_one_axes_with_any_stride_are_accepted(kernel):
     """A (H, 1, C) or (H, W, 1) view whose unused stride is not the natural one (as NumPy allows)."""
     src = np.random.default_rng(4).integers(0, 256, (40, 1, 3), np.uint8)
     odd = np.lib.stride_tricks.as_strided(src, strides=(3, 999, 1))
@@ -124,7 +142,7 @@ def test_length_one_axes_with_any_stride_are_accepted():
     ("keeps_extent", "an axis without taps must keep its extent"),
     ("read_only_out", "not writable|read-only"),
 ])
-def test_bad_arguments_raise_instead_of_reading_out_of_bounds(case, message):
+def test_bad_arguments_raise_instead_of_reading_out_of_bounds(case, message, kernel):
     src = np.zeros((50, 60, 3), np.uint8)
     taps_h, taps_w = _taps(50, 20), _taps(60, 25)
     out = np.empty((20, 25, 3), np.uint8)
@@ -148,7 +166,7 @@ def test_bad_arguments_raise_instead_of_reading_out_of_bounds(case, message):
         kernel(src, taps_h, taps_w, out, True)
 
 
-def test_threads_resample_at_the_same_time_with_their_own_results():
+def test_threads_resample_at_the_same_time_with_their_own_results(kernel):
     """The kernel runs without the GIL: frames resized on 4 threads at once equal the one-thread results."""
     r = np.random.default_rng(2)
     frames = [r.integers(0, 256, (int(h), int(w), 3), np.uint8) for h, w in r.integers(100, 300, (16, 2))]
@@ -173,7 +191,7 @@ def test_threads_resample_at_the_same_time_with_their_own_results():
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_large_downscale_with_more_taps_than_cached_rows():
+def test_a_large_downscale_with_more_taps_than_cached_rows(kernel):
     """120 taps per output row (more than the 8 rows the kernel keeps converted) give the same sums."""
     src = np.random.default_rng(3).integers(0, 256, (300, 40, 3), np.uint8)
     taps_h, taps_w = _taps(300, 5), _taps(40, 7)
@@ -184,19 +202,45 @@ def test_a_large_downscale_with_more_taps_than_cached_rows():
         np.testing.assert_array_equal(out, _expected(src, taps_h, taps_w, order, np.uint8))
 
 
-def test_an_unbuilt_kernel_says_how_to_build_it():
-    """A source tree used without installing it fails at import with the fix, not a bare module name."""
-    import subprocess
-    import sys
-
+def test_without_the_kernel_jaxdali_imports_and_resizes_with_numpy():
+    """A tree where the kernel is not built: jaxdali imports, says why, and resizes (real photo, real pipeline)."""
     blocker = ("import sys\n"
                "class Block:\n"
                "    def find_spec(self, name, path=None, target=None):\n"
                "        if name == 'jaxdali.ops._resample_kernel':\n"
                "            raise ImportError('not built')\n"
                "sys.meta_path.insert(0, Block())\n"
-               "import jaxdali\n")
-    result = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0
-    assert "compiled resize kernel (jaxdali/ops/_resample_kernel.c) is not built" in result.stderr
-    assert "pip install -e ." in result.stderr
+               "import numpy as np\n"
+               "from jaxdali import fn, pipeline_def\n"
+               "from jaxdali.ops import resample\n"
+               "@pipeline_def(batch_size=2, num_threads=1, device_id=None)\n"
+               "def pipe():\n"
+               "    img = fn.external_source(source=lambda: [np.zeros((40, 60, 3), np.uint8) + 7] * 2, batch=True)\n"
+               "    return fn.resize(img, resize_x=25, resize_y=17, interp_type=3)\n"
+               "p = pipe(); p.build(); (out,) = p.run()\n"
+               "print(resample.kernel_status())\n"
+               "print(np.asarray(out.at(0)).shape, int(np.asarray(out.at(0)).max()))\n")
+    env = {k: v for k, v in os.environ.items() if k != "JAXDALI_DISABLE_KERNEL"}
+    result = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120,
+                            cwd=pathlib.Path(__file__).resolve().parents[2], env=env)
+    assert result.returncode == 0, result.stderr
+    status, shape = result.stdout.splitlines()[-2:]
+    assert status.startswith("('numpy fallback', 'compiled kernel not built (not built)")
+    assert shape == "(17, 25, 3) 7"
+
+
+def test_a_kernel_built_from_another_source_is_ignored_with_a_warning(tmp_path, monkeypatch):
+    """The hash compiled into the module must be the source's: an edited source makes the module stale."""
+    if resample._KERNEL is None:
+        pytest.skip(f"compiled kernel not built: {resample.kernel_status()[1]}")
+    assert resample._load_kernel()[0] is resample._KERNEL  # the module matches the source next to it
+    source = resample._KERNEL_SOURCE.read_bytes()
+    edited = tmp_path / "_resample_kernel.c"
+    edited.write_bytes(source + b"/* a newer line */\n")
+    monkeypatch.setattr(resample, "_KERNEL_SOURCE", edited)
+    with pytest.warns(RuntimeWarning, match="built from another version of _resample_kernel.c"):
+        kernel, reason = resample._load_kernel()
+    assert kernel is None and reason.startswith("stale: ")
+    # Line endings do not count (a checkout with CRLF is the same source).
+    edited.write_bytes(source.replace(b"\n", b"\r\n"))
+    assert resample._load_kernel()[0] is resample._KERNEL
