@@ -1,0 +1,181 @@
+"""The ``.npy`` file format: header parsing and reading whole arrays or regions of them.
+
+A ``.npy`` file is a magic string, a version, a Python-literal header dict (dtype, Fortran order,
+shape) and the raw array bytes. Versions 1.0 (2-byte header length), 2.0 (4-byte length) and 3.0
+(UTF-8 header) are read; DALI 2.4 reads only 1.0. Big-endian data is converted to native order
+(DALI refuses it).
+
+A region is read without the rest of the file: the bytes it needs form runs at regular offsets
+(one per index of the axes outside the region's contiguous tail), which are read with
+``storage.read_ranges``. Runs closer together than the storage's ``request_granularity`` are merged
+into one request, so a remote store sees few requests and a local file is read by the page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Sequence
+
+import numpy as np
+
+from jaxdali.ops.readers import storage
+
+__all__ = ["NpyFormatError", "NpyHeader", "SUPPORTED_TYPES", "array_from_bytes", "header_length", "parse_header",
+           "read_box"]
+
+MAGIC = b"\x93NUMPY"
+#: Element types (without byte order) that fn.readers.numpy reads, as in DALI.
+SUPPORTED_TYPES = ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8")
+
+_DESCR = re.compile(r"""['"]descr['"]\s*:\s*['"]([^'"]*)['"]""")
+_FORTRAN = re.compile(r"""['"]fortran_order['"]\s*:\s*(True|False)""")
+_SHAPE = re.compile(r"""['"]shape['"]\s*:\s*\(([^)]*)\)""")
+
+
+class NpyFormatError(ValueError):
+    """A file that is not a readable ``.npy`` file; the message names the file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NpyHeader:
+    """What a ``.npy`` header says.
+
+    Attributes:
+      dtype: element type as stored (byte order included).
+      shape: the array's shape.
+      fortran_order: whether the data is stored column-major.
+      data_offset: where the data starts in the file.
+    """
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran_order: bool
+    data_offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """The shape of the data read as a C-order array (reversed for Fortran order)."""
+        return self.shape[::-1] if self.fortran_order else self.shape
+
+
+def header_length(prefix: bytes, path: str) -> int:
+    """The data offset announced by the first bytes of a ``.npy`` file (at least 12 are needed)."""
+    if len(prefix) < 10 or prefix[:6] != MAGIC:
+        raise NpyFormatError(f"{path!r} is not a .npy file (it does not start with the .npy magic string)"
+                             if len(prefix) >= 6 else f"{path!r} is not a .npy file (only {len(prefix)} bytes)")
+    major = prefix[6]
+    if major == 1:
+        return 10 + int.from_bytes(prefix[8:10], "little")
+    if major in (2, 3):
+        if len(prefix) < 12:
+            raise NpyFormatError(f"{path!r} is truncated inside its .npy header ({len(prefix)} bytes)")
+        return 12 + int.from_bytes(prefix[8:12], "little")
+    raise NpyFormatError(f"{path!r} has .npy format version {major}.{prefix[7]}; versions 1.0, 2.0 and 3.0 are read")
+
+
+def parse_header(buf: bytes, path: str) -> NpyHeader:
+    """The header at the start of ``buf``, which holds at least ``header_length(buf)`` bytes."""
+    offset = header_length(buf, path)
+    if len(buf) < offset:
+        raise NpyFormatError(f"{path!r} is truncated inside its .npy header: it announces {offset} header bytes, "
+                             f"the file has {len(buf)}")
+    start = 10 if buf[6] == 1 else 12
+    text = bytes(buf[start:offset]).decode("utf-8" if buf[6] == 3 else "latin-1", errors="replace")
+    descr, fortran, shape = _DESCR.search(text), _FORTRAN.search(text), _SHAPE.search(text)
+    if descr is None or fortran is None or shape is None:
+        why = "a structured dtype (not supported)" if "'descr': [" in text else "a malformed header"
+        raise NpyFormatError(f"{path!r} has {why}: {text.strip()!r}")
+    code = descr.group(1)
+    if code[1:] not in SUPPORTED_TYPES or code[:1] not in "<>|=":
+        raise NpyFormatError(f"{path!r} holds elements of type {code!r}; fn.readers.numpy reads bool, "
+                             f"int8-64, uint8-64 and float16/32/64")
+    try:
+        dims = tuple(int(d) for d in shape.group(1).replace("L", "").split(",") if d.strip())
+    except ValueError:
+        raise NpyFormatError(f"{path!r} has a malformed shape in its header: {text.strip()!r}") from None
+    if any(d < 0 for d in dims):
+        raise NpyFormatError(f"{path!r} has a negative dimension in its header shape {dims}")
+    return NpyHeader(np.dtype(code), dims, fortran.group(1) == "True", offset)
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype
+
+
+def _to_logical(stored: np.ndarray, header: NpyHeader) -> np.ndarray:
+    """The C-order, native-order array of the file's logical shape from its stored-order data."""
+    if header.fortran_order:
+        return np.ascontiguousarray(stored.T, dtype=_native(header.dtype))
+    return stored if stored.dtype.isnative else stored.astype(_native(header.dtype))
+
+
+def array_from_bytes(data: bytes, header: NpyHeader, path: str) -> np.ndarray:
+    """The whole array of a file whose content is ``data`` (a read-only view when no conversion is needed)."""
+    end = header.data_offset + header.nbytes
+    if len(data) < end:
+        raise NpyFormatError(f"{path!r} is truncated: its header announces {header.nbytes} bytes of data "
+                             f"{header.shape} {header.dtype.str}, the file has {len(data) - header.data_offset}")
+    stored = np.frombuffer(data, header.dtype, math.prod(header.shape), header.data_offset)
+    return _to_logical(stored.reshape(header.stored_shape), header)
+
+
+def read_box(path: str, header: NpyHeader, lo: Sequence[int], hi: Sequence[int], prefix: bytes = b"") -> np.ndarray:
+    """The region ``[lo, hi)`` (logical axes, inside the array) of the array in ``path``.
+
+    Reads only the runs of bytes the region covers (merged where gaps are below the storage's
+    request granularity). ``prefix``: the first bytes of the file, already read; runs inside it are
+    not read again.
+    """
+    box = tuple(h - l for l, h in zip(lo, hi))
+    if header.fortran_order:
+        lo, hi, box = lo[::-1], hi[::-1], box[::-1]
+    stored_shape = header.stored_shape
+    itemsize = header.dtype.itemsize
+    out = np.empty(box, header.dtype)
+    if out.size == 0:
+        return _to_logical(out, header)
+    strides = [itemsize * math.prod(stored_shape[k + 1:]) for k in range(len(stored_shape))]
+    split = _split_axis(box, stored_shape, strides, storage.request_granularity(path))
+    # One span per index of the axes before `split`, each covering the box's inner axes.
+    starts = header.data_offset + sum(l * s for l, s in zip(lo, strides))
+    for k in range(split):
+        starts = np.add.outer(starts, np.arange(box[k]) * strides[k]) if k else np.arange(box[0]) * strides[0] + starts
+    starts = np.asarray(starts, np.int64).reshape(-1)
+    span = sum((b - 1) * s for b, s in zip(box[split:], strides[split:])) + itemsize
+    if starts[-1] + span <= len(prefix):
+        chunks = [prefix[o:o + span] for o in starts.tolist()]
+    else:
+        chunks = storage.read_ranges(path, [(o, span) for o in starts.tolist()])
+    inner, inner_strides = box[split:], strides[split:]
+    flat = out.reshape((-1,) + inner)
+    for k, chunk in enumerate(chunks):
+        if len(chunk) < span:
+            raise NpyFormatError(
+                f"{path!r} is truncated: reading its region [{list(lo)}, {list(hi)}) needs bytes up to "
+                f"{int(starts[k]) + span}, the file ends at {int(starts[k]) + len(chunk)}")
+        flat[k] = np.ndarray(inner, header.dtype, chunk, 0, inner_strides)
+    return _to_logical(out, header)
+
+
+def _split_axis(box: Sequence[int], shape: Sequence[int], strides: Sequence[int], max_gap: int) -> int:
+    """The outermost axis from which a box's bytes are read as one span per index of the axes before it:
+    the first whose spans waste on average at most ``max_gap`` bytes per gap between the contiguous
+    runs they merge. The contiguous tail (all later axes whole) always qualifies."""
+    ndim = len(box)
+    contiguous = ndim - 1
+    while contiguous > 0 and box[contiguous] == shape[contiguous]:
+        contiguous -= 1
+    itemsize = strides[-1]
+    run = box[contiguous] * strides[contiguous]
+    for axis in range(contiguous):
+        span = sum((b - 1) * s for b, s in zip(box[axis:], strides[axis:])) + itemsize
+        runs = math.prod(box[axis:contiguous])
+        if span - runs * run <= max_gap * (runs - 1):
+            return axis
+    return contiguous
