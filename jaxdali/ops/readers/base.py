@@ -137,7 +137,7 @@ class Reader(Operator):
         if mode not in ("remote", "always", "never"):
             raise ValueError(f"jaxdali option reader_read_ahead must be 'remote', 'always' or 'never', got {mode!r}")
         if mode == "always" or (mode == "remote" and any(storage.is_remote(p) for p in paths)):
-            self._read_ahead = ReadAhead(self.fetch, self.args["prefetch_queue_depth"], self.name)
+            self._read_ahead = ReadAhead(self.fetch, self.args["prefetch_queue_depth"], self.node.name)
 
     def fetch_all(self, ctx, indices: np.ndarray) -> list:
         """``fetch(i)`` for every index of the batch: read ahead, or fetched now on the worker pool."""
