@@ -14,6 +14,7 @@ into one request, so a remote store sees few requests and a local file is read b
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Sequence
@@ -85,23 +86,32 @@ def parse_header(buf: bytes, path: str) -> NpyHeader:
     if len(buf) < offset:
         raise NpyFormatError(f"{path!r} is truncated inside its .npy header: it announces {offset} header bytes, "
                              f"the file has {len(buf)}")
-    start = 10 if buf[6] == 1 else 12
-    text = bytes(buf[start:offset]).decode("utf-8" if buf[6] == 3 else "latin-1", errors="replace")
+    header = _parse_header_bytes(bytes(buf[:offset]))
+    if isinstance(header, str):
+        raise NpyFormatError(f"{path!r} {header}")
+    return header
+
+
+# Files of a data set mostly share a handful of headers, and parsing is a pure function of the bytes.
+@functools.lru_cache(maxsize=1024)
+def _parse_header_bytes(raw: bytes) -> NpyHeader | str:
+    """The header in ``raw`` (magic to data start), or what is wrong with it."""
+    start = 10 if raw[6] == 1 else 12
+    text = raw[start:].decode("utf-8" if raw[6] == 3 else "latin-1", errors="replace")
     descr, fortran, shape = _DESCR.search(text), _FORTRAN.search(text), _SHAPE.search(text)
     if descr is None or fortran is None or shape is None:
         why = "a structured dtype (not supported)" if "'descr': [" in text else "a malformed header"
-        raise NpyFormatError(f"{path!r} has {why}: {text.strip()!r}")
+        return f"has {why}: {text.strip()!r}"
     code = descr.group(1)
     if code[1:] not in SUPPORTED_TYPES or code[:1] not in "<>|=":
-        raise NpyFormatError(f"{path!r} holds elements of type {code!r}; fn.readers.numpy reads bool, "
-                             f"int8-64, uint8-64 and float16/32/64")
+        return f"holds elements of type {code!r}; fn.readers.numpy reads bool, int8-64, uint8-64 and float16/32/64"
     try:
         dims = tuple(int(d) for d in shape.group(1).replace("L", "").split(",") if d.strip())
     except ValueError:
-        raise NpyFormatError(f"{path!r} has a malformed shape in its header: {text.strip()!r}") from None
+        return f"has a malformed shape in its header: {text.strip()!r}"
     if any(d < 0 for d in dims):
-        raise NpyFormatError(f"{path!r} has a negative dimension in its header shape {dims}")
-    return NpyHeader(np.dtype(code), dims, fortran.group(1) == "True", offset)
+        return f"has a negative dimension in its header shape {dims}"
+    return NpyHeader(np.dtype(code), dims, fortran.group(1) == "True", len(raw))
 
 
 def _native(dtype: np.dtype) -> np.dtype:
@@ -129,38 +139,56 @@ def read_box(path: str, header: NpyHeader, lo: Sequence[int], hi: Sequence[int],
     """The region ``[lo, hi)`` (logical axes, inside the array) of the array in ``path``.
 
     Reads only the runs of bytes the region covers (merged where gaps are below the storage's
-    request granularity). ``prefix``: the first bytes of the file, already read; runs inside it are
-    not read again.
+    request granularity). ``prefix``: the first bytes of the file, already read; a region inside it
+    is not read again.
     """
-    box = tuple(h - l for l, h in zip(lo, hi))
-    if header.fortran_order:
-        lo, hi, box = lo[::-1], hi[::-1], box[::-1]
-    stored_shape = header.stored_shape
-    itemsize = header.dtype.itemsize
-    out = np.empty(box, header.dtype)
+    plan = _box_plan(header, tuple(lo), tuple(hi), storage.request_granularity(path))
+    out = np.empty(plan.box, header.dtype)
     if out.size == 0:
         return _to_logical(out, header)
-    strides = [itemsize * math.prod(stored_shape[k + 1:]) for k in range(len(stored_shape))]
-    split = _split_axis(box, stored_shape, strides, storage.request_granularity(path))
-    # One span per index of the axes before `split`, each covering the box's inner axes.
-    starts = header.data_offset + sum(l * s for l, s in zip(lo, strides))
-    for k in range(split):
-        starts = np.add.outer(starts, np.arange(box[k]) * strides[k]) if k else np.arange(box[0]) * strides[0] + starts
-    starts = np.asarray(starts, np.int64).reshape(-1)
-    span = sum((b - 1) * s for b, s in zip(box[split:], strides[split:])) + itemsize
-    if starts[-1] + span <= len(prefix):
-        chunks = [prefix[o:o + span] for o in starts.tolist()]
-    else:
-        chunks = storage.read_ranges(path, [(o, span) for o in starts.tolist()])
-    inner, inner_strides = box[split:], strides[split:]
-    flat = out.reshape((-1,) + inner)
+    if plan.end <= len(prefix):
+        out[...] = np.ndarray(plan.box, header.dtype, prefix, plan.ranges[0][0], plan.strides)
+        return _to_logical(out, header)
+    chunks = storage.read_ranges(path, plan.ranges)
+    flat = out.reshape((-1,) + plan.inner)
     for k, chunk in enumerate(chunks):
+        offset, span = plan.ranges[k]
         if len(chunk) < span:
             raise NpyFormatError(
                 f"{path!r} is truncated: reading its region [{list(lo)}, {list(hi)}) needs bytes up to "
-                f"{int(starts[k]) + span}, the file ends at {int(starts[k]) + len(chunk)}")
-        flat[k] = np.ndarray(inner, header.dtype, chunk, 0, inner_strides)
+                f"{offset + span}, the file ends at {offset + len(chunk)}")
+        flat[k] = np.ndarray(plan.inner, header.dtype, chunk, 0, plan.strides[len(plan.box) - len(plan.inner):])
     return _to_logical(out, header)
+
+
+@dataclasses.dataclass(frozen=True)
+class _BoxPlan:
+    box: tuple[int, ...]  # the region's shape in stored order
+    strides: tuple[int, ...]  # the stored array's byte strides
+    inner: tuple[int, ...]  # the shape each range covers (the box's axes from the split axis on)
+    ranges: list[tuple[int, int]]  # (offset, length) of each range, in C order of the outer axes
+    end: int  # one past the region's last byte
+
+
+@functools.lru_cache(maxsize=1024)
+def _box_plan(header: NpyHeader, lo: tuple[int, ...], hi: tuple[int, ...], max_gap: int) -> _BoxPlan:
+    """Which byte ranges hold the region ``[lo, hi)`` (pure: cached, as samples share shapes and regions)."""
+    box = tuple(h - l for l, h in zip(lo, hi))
+    if header.fortran_order:
+        lo, box = lo[::-1], box[::-1]
+    stored_shape = header.stored_shape
+    itemsize = header.dtype.itemsize
+    strides = tuple(itemsize * math.prod(stored_shape[k + 1:]) for k in range(len(stored_shape)))
+    if math.prod(box) == 0:
+        return _BoxPlan(box, strides, box, [], 0)
+    split = _split_axis(box, stored_shape, strides, max_gap)
+    # One range per index of the axes before `split`, each covering the box's inner axes.
+    starts = np.asarray(header.data_offset + sum(l * s for l, s in zip(lo, strides)), np.int64)
+    for k in range(split):
+        starts = np.add.outer(starts, np.arange(box[k], dtype=np.int64) * strides[k])
+    span = sum((b - 1) * s for b, s in zip(box[split:], strides[split:])) + itemsize
+    ranges = [(o, span) for o in starts.reshape(-1).tolist()]
+    return _BoxPlan(box, strides, box[split:], ranges, ranges[-1][0] + span)
 
 
 def _split_axis(box: Sequence[int], shape: Sequence[int], strides: Sequence[int], max_gap: int) -> int:

@@ -28,6 +28,11 @@ from jaxdali.pipeline.tensors import TensorListCPU
 __all__ = ["NUMPY_READER", "list_numpy_files", "parse_numpy_file_list"]
 
 
+#: Bytes of a file read first for a region: its header, and all of it when the file is small (most
+#: samples are), so that one request serves both.
+_FIRST_READ = 64 * 1024
+
+
 def list_numpy_files(root: str, file_filter: str) -> list[str]:
     """Files matching ``file_filter`` (a case-sensitive glob on the file name) directly in ``root``,
     named ``./name``, then in each sub-folder of ``root`` (sorted), named ``folder/name``.
@@ -79,6 +84,8 @@ class NumpyReader(Reader):
         self._roi = {n: a[n] for n in ROI_ARGS if a.get(n) is not None}
         self._roi_per_sample = any(n in node.arg_inputs for n in ROI_ARGS)
         self._headers: dict[int, npy_format.NpyHeader] | None = {} if a["cache_header_information"] else None
+        #: The box of the constant ROI for each sample shape met so far.
+        self._regions: dict[tuple[int, ...], tuple] = {}
         self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         if not self._roi_per_sample:
@@ -90,32 +97,44 @@ class NumpyReader(Reader):
         cached = self._headers.get(index) if self._headers is not None else None
         if cached is not None:
             return cached, b""
-        prefix = storage.read_range(path, 0, storage.request_granularity(path))
+        first = max(storage.request_granularity(path), _FIRST_READ)
+        prefix = storage.read_range(path, 0, first)
         length = npy_format.header_length(prefix, path)
-        if length > len(prefix) and len(prefix) == storage.request_granularity(path):
+        if length > len(prefix) == first:
             prefix = storage.read_range(path, 0, length)
         header = npy_format.parse_header(prefix, path)
         if self._headers is not None:
             self._headers[index] = header
         return header, prefix
 
+    def _region(self, shape: tuple[int, ...], roi: dict[str, Any], path: str) -> tuple[tuple, tuple, tuple, tuple]:
+        """(start, end) of the requested box and (lo, hi) of its part inside the array."""
+        constant = roi is self._roi
+        if constant and shape in self._regions:
+            return self._regions[shape]
+        a = self.args
+        start, end = roi_box(shape, roi, a["roi_axes"], a["out_of_bounds_policy"], path)
+        lo = np.clip(start, 0, shape)
+        hi = np.maximum(np.clip(end, 0, shape), lo)
+        region = tuple(start.tolist()), tuple(end.tolist()), tuple(lo.tolist()), tuple(hi.tolist())
+        if constant:
+            self._regions[shape] = region
+        return region
+
     def _read(self, index: int, roi: dict[str, Any]) -> np.ndarray:
         path = self.paths[index]
-        a = self.args
         try:
             if not roi:
                 data = storage.read_file(path)
                 return npy_format.array_from_bytes(data, npy_format.parse_header(data, path), path)
             header, prefix = self._header(index, path)
-            start, end = roi_box(header.shape, roi, a["roi_axes"], a["out_of_bounds_policy"], path)
-            lo, hi = np.clip(start, 0, header.shape), np.maximum(np.clip(end, 0, header.shape), 0)
-            hi = np.maximum(hi, lo)
-            inside = npy_format.read_box(path, header, lo.tolist(), hi.tolist(), prefix)
-            if (lo == start).all() and (hi == end).all():
+            start, end, lo, hi = self._region(header.shape, roi, path)
+            inside = npy_format.read_box(path, header, lo, hi, prefix)
+            if (lo, hi) == (start, end):
                 return inside
-            fill = convert(np.array(a["fill_value"], np.float32), inside.dtype, np, "round")
-            out = np.full(tuple((end - start).tolist()), fill, inside.dtype)
-            _, dst, _ = window_slices(start.tolist(), (end - start).tolist(), header.shape)
+            size = [e - s for s, e in zip(start, end)]
+            out = np.full(size, convert(np.float32(self.args["fill_value"]), inside.dtype, np, "round"), inside.dtype)
+            _, dst, _ = window_slices(start, size, header.shape)
             out[tuple(dst)] = inside
             return out
         except (OSError, ValueError) as e:

@@ -63,8 +63,19 @@ def _fs(url: str) -> tuple[Any, str]:
 def read_file(path: str) -> bytes:
     """The whole content of the file at ``path``."""
     if not is_remote(path):
-        with open(path, "rb") as f:
-            return f.read()
+        # os-level calls: about half the cost of open().read() for the small files readers read by the thousand
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            data = os.read(fd, size)
+            if len(data) < size:  # a short read (huge file, or one that changed): read the rest
+                parts = [data]
+                while chunk := os.read(fd, 1 << 24):
+                    parts.append(chunk)
+                data = b"".join(parts)
+            return data
+        finally:
+            os.close(fd)
     fs, p = _fs(path)
     return fs.cat_file(p)
 
@@ -72,9 +83,11 @@ def read_file(path: str) -> bytes:
 def read_range(path: str, offset: int, length: int) -> bytes:
     """``length`` bytes of ``path`` from byte ``offset`` (fewer at the end of the file)."""
     if not is_remote(path):
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(length)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
     fs, p = _fs(path)
     return fs.cat_file(p, start=offset, end=offset + length)
 
