@@ -33,13 +33,14 @@ import numpy as np
 
 __all__ = ["IO_THREADS", "ReadAhead"]
 
-#: I/O threads per reading-ahead reader: requests in flight at once. The threads mostly wait on the
-#: network (GIL released), so this is far more than the cores.
-IO_THREADS = 16
+#: Most I/O threads of a reading-ahead reader (it uses one per sample in flight, up to this): requests
+#: in flight at once. The threads mostly wait on the network (GIL released), so this is far more than
+#: the cores; with 20 ms per request, 64 threads read up to 3200 requests/s.
+IO_THREADS = 64
 
 
 class ReadAhead:
-    """Fetches the samples of the next ``depth`` batches on ``IO_THREADS`` threads.
+    """Fetches the samples of the next ``depth`` batches on up to ``IO_THREADS`` threads.
 
     Args:
       fetch: the reader's per-sample I/O, ``fetch(index) -> sample``.
@@ -57,8 +58,8 @@ class ReadAhead:
 
     def _submit(self, indices: np.ndarray) -> list[concurrent.futures.Future]:
         if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(IO_THREADS,
-                                                               thread_name_prefix=f"jaxdali-read-{self._name}")
+            threads = min(IO_THREADS, max(1, len(indices) * self.depth))
+            self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix=f"jaxdali-read-{self._name}")
         fetch = self._fetch
         return [self._pool.submit(fetch, int(i)) for i in indices]
 
