@@ -108,6 +108,7 @@ def test_batch_of_mixed_dtypes_is_dalis_error(tmp_path):
     (dict(files=["a.npy"], roi_end=[1], roi_shape=[1]), ValueError, "'roi_end' is incompatible with 'roi_shape'"),
     (dict(files=["a.npy"], out_of_bounds_policy="wrap"), ValueError, "must be one of"),
     (dict(file_root="/nonexistent/dir"), FileNotFoundError, "is not a directory"),
+    (dict(files=["a.npy"], use_o_direct=True), ValueError, "Cannot use use_o_direct with ``dont_use_mmap=False``"),
 ])
 def test_argument_errors(args, error, match):
     with pytest.raises(error, match=match):

@@ -79,6 +79,8 @@ class NumpyReader(Reader):
         if not names:
             raise RuntimeError(f"fn.readers.numpy: No files found in {where}")
         check_roi_args("readers.numpy", lambda n: n in node.arg_inputs or a.get(n) is not None)
+        if a["use_o_direct"] and not a["dont_use_mmap"]:
+            raise OpArgumentError("fn.readers.numpy: Cannot use use_o_direct with ``dont_use_mmap=False``.")
         self.names, self.paths = names, paths
         #: ROI arguments given as constants, and whether any comes per sample (an argument input).
         self._roi = {n: a[n] for n in ROI_ARGS if a.get(n) is not None}
@@ -205,7 +207,7 @@ NUMPY_READER = register(OpSchema(
             "'pad' (with fill_value).", choices=("error", "trim_to_shape", "pad")),
         Arg("fill_value", "float", 0.0, "Padding value of out_of_bounds_policy='pad'."),
         Arg("cache_header_information", "bool", False, "Keep each file's parsed header after its first read."),
-        Arg("use_o_direct", "bool", False, "Bypass the page cache.", hint=True),
+        Arg("use_o_direct", "bool", False, "Bypass the page cache (needs dont_use_mmap=True, as in DALI).", hint=True),
         Arg("register_buffers", "bool", True, "GPU (GDS) buffer registration.", hint=True),
         Arg("shuffle_after_epoch", "bool", False,
             "Reshuffle the whole list every epoch, identically on all shards (implies stick_to_shard)."),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -53,15 +54,22 @@ class ReadAhead:
         self.depth = depth
         self._name = name
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
+        self._lock = threading.Lock()
         # Batches in flight, oldest first: (indices, one future per sample).
         self._pending: collections.deque[tuple[np.ndarray, list[concurrent.futures.Future]]] = collections.deque()
 
-    def _submit(self, indices: np.ndarray) -> list[concurrent.futures.Future]:
-        if self._pool is None:
-            threads = min(IO_THREADS, max(1, len(indices) * self.depth))
-            self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix=f"jaxdali-read-{self._name}")
-        fetch = self._fetch
-        return [self._pool.submit(fetch, int(i)) for i in indices]
+    def _submit(self, indices: np.ndarray) -> list[concurrent.futures.Future] | None:
+        """Futures of ``fetch`` for each index, or None once closed."""
+        with self._lock:  # close() may run on another thread while the producer schedules
+            if self._closed:
+                return None
+            if self._pool is None:
+                threads = min(IO_THREADS, max(1, len(indices) * self.depth))
+                self._pool = concurrent.futures.ThreadPoolExecutor(threads,
+                                                                   thread_name_prefix=f"jaxdali-read-{self._name}")
+            fetch = self._fetch
+            return [self._pool.submit(fetch, int(i)) for i in indices]
 
     def schedule(self, upcoming: Sequence[np.ndarray]) -> None:
         """Makes sure the batches ``upcoming`` (in order, after the one being produced) are in flight."""
@@ -70,7 +78,10 @@ class ReadAhead:
             self.clear()
             pending = []
         for indices in upcoming[len(pending):]:
-            self._pending.append((indices, self._submit(indices)))
+            futures = self._submit(indices)
+            if futures is None:
+                return
+            self._pending.append((indices, futures))
 
     def take(self, indices: np.ndarray) -> list:
         """The fetched samples of ``indices``: read ahead if they were scheduled as the next batch,
@@ -80,6 +91,8 @@ class ReadAhead:
         else:
             self.clear()
             futures = self._submit(indices)
+            if futures is None:  # closed: a batch still being produced while the pipeline shuts down
+                return [self._fetch(int(i)) for i in indices]
         return [f.result() for f in futures]
 
     def clear(self) -> None:
@@ -90,8 +103,11 @@ class ReadAhead:
         self._pending.clear()
 
     def close(self) -> None:
-        """Drops pending reads and stops the I/O threads; safe to call twice."""
+        """Drops pending reads and stops the I/O threads; safe to call twice. Batches asked for afterwards
+        (by a producer finishing its batch during shutdown) are read on the calling thread."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
         self.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
