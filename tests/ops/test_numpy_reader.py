@@ -175,3 +175,22 @@ def test_cached_headers_give_the_same_regions(tmp_path):
     plain = _arrays(_pipe(**args), 4)
     cached = _arrays(_pipe(cache_header_information=True, **args), 4)
     assert [a.tolist() for a in plain] == [a.tolist() for a in cached]
+
+
+def test_per_sample_regions_from_a_random_operator(tmp_path):
+    """An argument input computed by a non-source operator runs before the reader in the same iteration."""
+    files = [_write(tmp_path / f"{k}.npy", np.arange(60, dtype=np.float32).reshape(6, 10) + k) for k in range(4)]
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=11)
+    def p():
+        start = fn.random.uniform(range=[0.0, 0.5], shape=[2])
+        return start, fn.readers.numpy(files=files, rel_roi_start=start, roi_shape=[2, 3])
+
+    pipe = p()
+    pipe.build()
+    for _ in range(2):
+        starts, data = pipe.run()
+        for k in range(4):
+            rel = np.array(starts.at(k), np.float32)
+            lo = np.floor(rel * np.array([6, 10], np.float32) + np.float32(0.5)).astype(int)
+            np.testing.assert_array_equal(np.array(data.at(k)), np.load(files[k])[lo[0]:lo[0] + 2, lo[1]:lo[1] + 3])

@@ -146,11 +146,11 @@ class Reader(Operator):
         out: list = [None] * len(indices)
         fetch = self.fetch
 
-        def work(start: int, stop: int) -> None:
+        def read(start: int, stop: int) -> None:
             for k in range(start, stop):
                 out[k] = fetch(int(indices[k]))
 
-        ctx.parallel_for(work, len(indices))
+        ctx.parallel_for(read, len(indices))
         return out
 
     def close(self) -> None:
