@@ -3,7 +3,8 @@
 Each loader is a zero-argument function that returns one batch and the number of records in it. After a
 warm-up, the loaders take turns: every repetition times ``batches`` batches of each, in a rotating order,
 so a change of machine load hits all of them alike. The report gives each loader's median records/s
-(min-max over the repetitions) and its ratio to a reference loader.
+(min-max over the repetitions) and its ratio to a reference loader, both of the medians and paired
+per repetition.
 
 Used by ``bench_readers_numpy.py`` and ``bench_remote_read.py``; another reader's benchmark only needs to
 build its loaders and call ``compare``.
@@ -40,10 +41,15 @@ def compare(loaders: dict[str, Loader], *, batches: int, reps: int, warmup: int)
 
 
 def report(title: str, rates: dict[str, list[float]], reference: str) -> str:
-    """A markdown table of median records/s (min-max) and the ratio of each median to ``reference``'s."""
+    """A markdown table: each loader's median records/s (min-max), the ratio of its median to
+    ``reference``'s, and the median of the per-repetition ratios (the two were measured back to back,
+    so this one is less sensitive to changes of machine load)."""
     ref = statistics.median(rates[reference])
-    lines = [f"### {title}", "", f"| loader | records/s (median) | min-max | ÷ {reference} |", "|---|---|---|---|"]
+    lines = [f"### {title}", "", f"| loader | records/s (median) | min-max | ÷ {reference} | ÷ {reference}, "
+             "paired repetitions (median) |", "|---|---|---|---|---|"]
     for name, values in rates.items():
         med = statistics.median(values)
-        lines.append(f"| {name} | {med:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {med / ref:.2f}x |")
+        paired = statistics.median(v / r for v, r in zip(values, rates[reference]))
+        lines.append(f"| {name} | {med:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {med / ref:.2f}x | "
+                     f"{paired:.2f}x |")
     return "\n".join(lines)
