@@ -14,7 +14,7 @@ files are read ahead (``jaxdali.ops.readers.read_ahead``) unless the ROI is give
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -158,14 +158,13 @@ class NumpyReader(Reader):
         else:
             arrays = [None] * len(indices)
             args = self._batch_args
-            sample_roi: Callable[[int], dict] = lambda k: {
-                n: args.sample_value(n, k) for n in ROI_ARGS if args.given(n)}
+            given = [n for n in ROI_ARGS if args.given(n)]
 
-            def work(lo: int, hi: int) -> None:
+            def read(lo: int, hi: int) -> None:
                 for k in range(lo, hi):
-                    arrays[k] = self._read(int(indices[k]), sample_roi(k))
+                    arrays[k] = self._read(int(indices[k]), {n: args.sample_value(n, k) for n in given})
 
-            ctx.parallel_for(work, len(indices))
+            ctx.parallel_for(read, len(indices))
         names = [self.names[i] for i in indices]
         _check_uniform(arrays, [self.paths[i] for i in indices])
         return TensorListCPU(arrays, source_info=names)
