@@ -48,21 +48,28 @@ class NpyHeader:
       shape: the array's shape.
       fortran_order: whether the data is stored column-major.
       data_offset: where the data starts in the file.
+      count: number of elements.
+      nbytes: bytes of data.
+      stored_shape: the shape of the data read as a C-order array (reversed for Fortran order).
+      direct: whether the stored data is already the result (C order, native byte order).
     """
 
     dtype: np.dtype
     shape: tuple[int, ...]
     fortran_order: bool
     data_offset: int
+    count: int = dataclasses.field(init=False, compare=False)
+    nbytes: int = dataclasses.field(init=False, compare=False)
+    stored_shape: tuple[int, ...] = dataclasses.field(init=False, compare=False)
+    direct: bool = dataclasses.field(init=False, compare=False)
 
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
-
-    @property
-    def stored_shape(self) -> tuple[int, ...]:
-        """The shape of the data read as a C-order array (reversed for Fortran order)."""
-        return self.shape[::-1] if self.fortran_order else self.shape
+    def __post_init__(self):
+        # Derived once: a header serves every file that shares it (see parse_header).
+        set_field = object.__setattr__
+        set_field(self, "count", math.prod(self.shape))
+        set_field(self, "nbytes", self.count * self.dtype.itemsize)
+        set_field(self, "stored_shape", self.shape[::-1] if self.fortran_order else self.shape)
+        set_field(self, "direct", not self.fortran_order and self.dtype.isnative)
 
 
 def header_length(prefix: bytes, path: str) -> int:
@@ -127,12 +134,11 @@ def _to_logical(stored: np.ndarray, header: NpyHeader) -> np.ndarray:
 
 def array_from_bytes(data: bytes, header: NpyHeader, path: str) -> np.ndarray:
     """The whole array of a file whose content is ``data`` (a read-only view when no conversion is needed)."""
-    end = header.data_offset + header.nbytes
-    if len(data) < end:
+    if len(data) < header.data_offset + header.nbytes:
         raise NpyFormatError(f"{path!r} is truncated: its header announces {header.nbytes} bytes of data "
                              f"{header.shape} {header.dtype.str}, the file has {len(data) - header.data_offset}")
-    stored = np.frombuffer(data, header.dtype, math.prod(header.shape), header.data_offset)
-    return _to_logical(stored.reshape(header.stored_shape), header)
+    stored = np.frombuffer(data, header.dtype, header.count, header.data_offset).reshape(header.stored_shape)
+    return stored if header.direct else _to_logical(stored, header)
 
 
 def read_box(path: str, header: NpyHeader, lo: Sequence[int], hi: Sequence[int], prefix: bytes = b"") -> np.ndarray:

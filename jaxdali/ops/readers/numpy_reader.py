@@ -88,6 +88,8 @@ class NumpyReader(Reader):
         self._headers: dict[int, npy_format.NpyHeader] | None = {} if a["cache_header_information"] else None
         #: The box of the constant ROI for each sample shape met so far.
         self._regions: dict[tuple[int, ...], tuple] = {}
+        #: Size of the last whole file read: the expected size of the next one.
+        self._size_hint: int | None = None
         self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         if not self._roi_per_sample:
@@ -127,7 +129,8 @@ class NumpyReader(Reader):
         path = self.paths[index]
         try:
             if not roi:
-                data = storage.read_file(path)
+                data = storage.read_file(path, self._size_hint)
+                self._size_hint = len(data)  # data sets are often of equal-sized files (a hint: races are harmless)
                 return npy_format.array_from_bytes(data, npy_format.parse_header(data, path), path)
             header, prefix = self._header(index, path)
             start, end, lo, hi = self._region(header.shape, roi, path)
