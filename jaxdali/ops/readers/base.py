@@ -18,9 +18,9 @@ import numpy as np
 
 from jaxdali import config
 from jaxdali.ops import sampling
+from jaxdali.ops.operator import Operator
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.read_ahead import ReadAhead
-from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg
 from jaxdali.pipeline.state import ReshardError
 
