@@ -45,6 +45,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "Framework iterators let the fused device program write large outputs into the memory of earlier "
            "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "
            "the iterator (e.g. `.addressable_shards[i].data`) must not outlive the batch while this is on."),
+    Option("reader_read_ahead", "JAXDALI_READER_READ_AHEAD", "remote", str.lower,
+           "Where readers read their next batches ahead on I/O threads (jaxdali.ops.readers.read_ahead): "
+           "'remote' (data behind a URL such as s3://), 'always' or 'never'."),
 )}
 
 _values: dict[str, Any] = {}

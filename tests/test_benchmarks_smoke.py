@@ -54,3 +54,22 @@ def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, s
     assert report == done.stdout
     assert "`@data_iterator` → sharded `jax.Array`" in report
     assert "| decode |" in report and "raw work" in report and "crop window only" in report
+
+
+@pytest.mark.slow
+def test_reader_benchmarks_report_every_loader(flowers_root, subprocess_env):
+    """benchmarks/bench_readers_numpy.py and bench_remote_read.py on a few files: every loader gets a row."""
+    bench = RUNNER.parent
+    tiny = ["--batch-size", "4", "--batches", "1", "--reps", "1", "--warmup", "0"]
+    runs = [[str(bench / "bench_readers_numpy.py"), "--files", "16", *tiny],
+            [str(bench / "bench_remote_read.py"), "--files", "8", "--latency", "0.001", "--photos", flowers_root, *tiny]]
+    outputs = []
+    for args in runs:
+        done = subprocess.run([sys.executable, *args], check=False, capture_output=True, text=True, timeout=240,
+                              env=subprocess_env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout)
+    numpy_report, remote_report = outputs
+    assert numpy_report.count("| jaxdali |") == 2 and numpy_report.count("| dali |") == 2
+    for loader in ("local", "remote, no read-ahead", "remote, read-ahead 1", "remote, read-ahead 2"):
+        assert remote_report.count(f"| {loader} |") == 2

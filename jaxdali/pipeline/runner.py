@@ -52,8 +52,14 @@ class GraphRunner:
 
     def __init__(self, ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode], pool: WorkerPool,
                  num_threads: int, max_batch_size: int, device_id: int | None, pipeline_name: str):
-        sources = [(n, o) for n, o in ops if n.schema.is_source]
-        others = [(n, o) for n, o in ops if not n.schema.is_source]
+        # The ordered first part of an iteration runs the sources and the operators that compute their
+        # argument inputs (e.g. a random ROI for fn.readers.numpy), in graph order.
+        feeding: set[int] = set()
+        for n, _ in reversed(ops):
+            if n.schema.is_source or id(n) in feeding:
+                feeding.update(id(inp.source) for inp in list(n.inputs) + list(n.arg_inputs.values()))
+        sources = [(n, o) for n, o in ops if n.schema.is_source or id(n) in feeding]
+        others = [(n, o) for n, o in ops if not (n.schema.is_source or id(n) in feeding)]
         self._ops = sources + others
         self._num_sources = len(sources)
         self._outputs = list(outputs)

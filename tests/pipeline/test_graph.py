@@ -513,6 +513,7 @@ DALI_ARGUMENT_INPUTS = {
     "warp_affine": {"matrix", "size"},
     "rotate": {"angle", "size"},
     "readers.file": set(),
+    "readers.numpy": {"roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape"},
     "decoders.image": set(),
     "decoders.image_random_crop": set(),
     "image_decoder": set(),
@@ -542,6 +543,18 @@ IMG = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
 VOL = rng.integers(0, 256, (4, 6, 8, 3), dtype=np.uint8)
 F32 = np.float32
 I32 = np.int32
+
+
+def _npy_file() -> str:
+    """A 4x6 .npy file for the reader's ROI arguments (the case table is built at import)."""
+    import tempfile
+
+    path = tempfile.NamedTemporaryFile(suffix=".npy", delete=False).name
+    np.save(path, np.arange(24, dtype=np.float32).reshape(4, 6))
+    return path
+
+
+NPY = {"files": [_npy_file()]}
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
 
 def _tiny_video() -> np.ndarray:
@@ -628,6 +641,12 @@ ARGUMENT_INPUT_CASES = [
     ("warp_affine", IMG, "HWC", {"matrix": [1, 0, 1, 0, 1, 0]}, "size", [5, 5], [4, 6], F32),
     ("rotate", IMG, "HWC", {}, "angle", 30.0, 10.0, F32),
     ("rotate", IMG, "HWC", {"angle": 90.0}, "size", [8, 8], [6, 6], F32),
+    ("readers.numpy", None, "", NPY, "roi_start", [1, 1], [0, 2], I32),
+    ("readers.numpy", None, "", NPY, "roi_end", [2, 3], [3, 3], I32),
+    ("readers.numpy", None, "", NPY, "roi_shape", [1, 2], [2, 2], I32),
+    ("readers.numpy", None, "", NPY, "rel_roi_start", [0.5, 0.25], [0.0, 0.0], F32),
+    ("readers.numpy", None, "", NPY, "rel_roi_end", [0.5, 0.5], [1.0, 1.0], F32),
+    ("readers.numpy", None, "", NPY, "rel_roi_shape", [0.5, 0.5], [0.25, 1.0], F32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")

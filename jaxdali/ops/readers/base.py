@@ -3,6 +3,10 @@
 A reader's whole state is its stream position: the number of samples it has emitted, padding
 included. Which dataset index sits at a position is a pure function in ``jaxdali.ops.sampling``,
 so restoring a checkpoint is O(1) and no reader keeps its own shard, epoch or padding code.
+
+Because the upcoming indices are known, a reader whose per-sample I/O is a pure function of the
+index can have its next batches read ahead on I/O threads (``fetch``/``fetch_all``; see
+``jaxdali.ops.readers.read_ahead`` for how to opt in).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxdali import config
 from jaxdali.ops import sampling
 from jaxdali.ops.operator import Operator
+from jaxdali.ops.readers import storage
+from jaxdali.ops.readers.read_ahead import ReadAhead
 from jaxdali.ops.schema import Arg
 from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, ReshardError, check_bool, check_dict, check_int
 
@@ -35,7 +42,8 @@ LOADER_ARGS: tuple[Arg, ...] = (
     Arg("read_ahead", "bool", False, "Read the whole data set into memory first.", hint=True),
     Arg("dont_use_mmap", "bool", False, "Use plain reads instead of mmap.", hint=True),
     Arg("lazy_init", "bool", False, "Parse metadata on first run.", hint=True),
-    Arg("prefetch_queue_depth", "int", 1, "Reader-internal prefetch.", hint=True),
+    Arg("prefetch_queue_depth", "int", 1, "Batches a reader that reads ahead (see the 'reader_read_ahead' "
+        "option) keeps in flight on its I/O threads.", min=1),
     Arg("tensor_init_bytes", "int", 1048576, "Allocation hint.", hint=True),
     Arg("skip_cached_images", "bool", False, "Decoder-cache hint.", hint=True),
 )
@@ -57,7 +65,12 @@ def listing_fingerprint(names: Sequence[str], labels: np.ndarray | None = None) 
 class Reader(Operator):
     """Base class of readers. Subclasses list their samples in ``__init__`` (setting ``num_samples``,
     and ``listing``/``listing_source`` from ``listing_fingerprint``) and implement
-    ``load(ctx, indices)``, returning the output batches for those dataset indices."""
+    ``load(ctx, indices)``, returning the output batches for those dataset indices.
+
+    Readers that implement ``fetch(index)`` and call ``_init_read_ahead`` get their next batches
+    read ahead where the ``reader_read_ahead`` option says so; ``load`` then takes each batch's
+    samples from ``fetch_all``.
+    """
 
     #: Dataset size, set by the subclass before ``_init_sampling``.
     num_samples: int = 0
@@ -65,6 +78,8 @@ class Reader(Operator):
     listing: str = ""
     #: Where the listing comes from, for error messages (e.g. "class folders of '/data'").
     listing_source: str = ""
+    #: Reads upcoming batches ahead (see ``_init_read_ahead``), or None.
+    _read_ahead: ReadAhead | None = None
 
     def _init_sampling(self, shuffle_after_epoch: bool = False, shuffle_after_epoch_seed: int | None = None) -> None:
         a = self.args
@@ -93,22 +108,73 @@ class Reader(Operator):
         self.position = 0
 
     def run(self, ctx, inputs, args):
-        indices = self._indices(self.position, ctx.max_batch_size)
+        batch = ctx.max_batch_size
+        indices = self._indices(self.position, self.prefix, batch)
+        if self._read_ahead is not None:
+            self._read_ahead.schedule(self._upcoming(batch, self._read_ahead.depth))
         outputs = self.load(ctx, indices)
-        self.position += ctx.max_batch_size
-        if self.prefix is not None and self.position >= self.prefix.length(self.spec):
-            # The resumed epoch is done: continue as if this layout had been used all along.
-            self.position += self.prefix.next_epoch * self.spec.padded_epoch_length - self.prefix.length(self.spec)
+        self.position, prefix = self._advance(self.position, self.prefix, batch)
+        if prefix is None and self.prefix is not None:
             self.prefix, self.resumed_from = None, None
         return outputs
 
-    def _indices(self, start: int, count: int) -> np.ndarray:
-        if self.prefix is None:
+    def _advance(self, position: int, prefix: sampling.ResumePrefix | None, batch: int):
+        """The cursor (position, prefix) after a batch read at ``position``."""
+        position += batch
+        if prefix is not None and position >= prefix.length(self.spec):
+            # The resumed epoch is done: continue as if this layout had been used all along.
+            position += prefix.next_epoch * self.spec.padded_epoch_length - prefix.length(self.spec)
+            prefix = None
+        return position, prefix
+
+    def _indices(self, start: int, prefix: sampling.ResumePrefix | None, count: int) -> np.ndarray:
+        if prefix is None:
             return sampling.stream_indices(self.spec, start, count)
-        return sampling.prefixed_stream(self.spec, self.prefix, start, count)[0]
+        return sampling.prefixed_stream(self.spec, prefix, start, count)[0]
+
+    def _upcoming(self, batch: int, count: int) -> list[np.ndarray]:
+        """The dataset indices of the ``count`` batches after the one at the current position."""
+        out = []
+        position, prefix = self.position, self.prefix
+        for _ in range(count):
+            position, prefix = self._advance(position, prefix, batch)
+            out.append(self._indices(position, prefix, batch))
+        return out
 
     def load(self, ctx, indices: np.ndarray) -> Any:
         raise NotImplementedError
+
+    # -- read-ahead -----------------------------------------------------------------------------------
+    def fetch(self, index: int) -> Any:
+        """The I/O of dataset sample ``index`` (readers that read ahead implement it): thread-safe and a
+        pure function of the index and the reader's constant arguments."""
+        raise NotImplementedError(f"{self.name} does not fetch samples one by one")
+
+    def _init_read_ahead(self, paths: Sequence[str]) -> None:
+        """Reads batches ahead if the ``reader_read_ahead`` option asks for it for these paths."""
+        mode = config.get("reader_read_ahead")
+        if mode not in ("remote", "always", "never"):
+            raise ValueError(f"jaxdali option reader_read_ahead must be 'remote', 'always' or 'never', got {mode!r}")
+        if mode == "always" or (mode == "remote" and any(storage.is_remote(p) for p in paths)):
+            self._read_ahead = ReadAhead(self.fetch, self.args["prefetch_queue_depth"], self.node.name)
+
+    def fetch_all(self, ctx, indices: np.ndarray) -> list:
+        """``fetch(i)`` for every index of the batch: read ahead, or fetched now on the worker pool."""
+        if self._read_ahead is not None:
+            return self._read_ahead.take(indices)
+        out: list = [None] * len(indices)
+        fetch = self.fetch
+
+        def read(start: int, stop: int) -> None:
+            for k in range(start, stop):
+                out[k] = fetch(int(indices[k]))
+
+        ctx.parallel_for(read, len(indices))
+        return out
+
+    def close(self) -> None:
+        if self._read_ahead is not None:
+            self._read_ahead.close()
 
     def reader_meta(self) -> dict:
         a = self.args
@@ -145,6 +211,8 @@ class Reader(Operator):
                 f"{self.name} (fn.{self.node.schema.name}): checkpoint field {field + '.listing'!r} does not match "
                 f"this reader's {self.num_samples} samples listed from {self.listing_source}: the files (or their "
                 f"names, order or labels) changed since the checkpoint was taken")
+        if self._read_ahead is not None:
+            self._read_ahead.clear()
         saved = _spec_from(state["layout"], f"{field}.layout")
         position = check_int(state["position"], f"{field}.position", 0, MAX_COUNT)
         resumed = state["resumed_from"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 
 import numpy as np
@@ -34,21 +33,19 @@ def list_class_folders(root: str, file_filters=DEFAULT_FILE_FILTERS, dir_filters
     """
     match_file = _matcher(file_filters, case_sensitive)
     match_dir = _matcher(dir_filters, case_sensitive) if dir_filters else (lambda _: True)
-    with os.scandir(root) as it:
-        classes = sorted(e.name for e in it if e.is_dir() and match_dir(e.name))
+    classes = [name for name, is_dir in storage.list_dir(root) if is_dir and match_dir(name)]
     names: list[str] = []
     labels: list[int] = []
     for label, cls in enumerate(classes):
-        with os.scandir(os.path.join(root, cls)) as it:
-            files = sorted(e.name for e in it if e.is_file() and match_file(e.name))
-        names.extend(os.path.join(cls, n) for n in files)
+        files = [n for n, is_dir in storage.list_dir(storage.join(root, cls)) if not is_dir and match_file(n)]
+        names.extend(f"{cls}/{n}" for n in files)
         labels.extend([label] * len(files))
     return names, labels
 
 
 def _joined(base: str, names: list[str]) -> list[str]:
     """Each name under ``base`` unless it is absolute."""
-    return [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
+    return [storage.join(base, n) for n in names]
 
 
 _LIST_LINE = re.compile(r"^(.*\S)\s+(-?\d+)\s*$")
@@ -61,16 +58,15 @@ def parse_file_list(list_path: str) -> tuple[list[str], list[int]]:
     (as in DALI); paths are returned as written. Blank lines are skipped.
     """
     paths, labels = [], []
-    with open(list_path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            m = _LIST_LINE.match(line.rstrip("\r\n"))
-            if m is None:
-                raise ValueError(f"fn.readers.file: line {lineno} of file_list {list_path!r} is not "
-                                 f"'<path> <integer label>': {line.rstrip()!r}")
-            paths.append(m.group(1))
-            labels.append(int(m.group(2)))
+    for lineno, line in enumerate(storage.read_file(list_path).decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _LIST_LINE.match(line)
+        if m is None:
+            raise ValueError(f"fn.readers.file: line {lineno} of file_list {list_path!r} is not "
+                             f"'<path> <integer label>': {line.rstrip()!r}")
+        paths.append(m.group(1))
+        labels.append(int(m.group(2)))
     return paths, labels
 
 
@@ -87,7 +83,7 @@ class FileReader(Reader):
         # DALI reports as each sample's source_info; paths: where they are read from.
         if file_list is not None:
             names, label_list = parse_file_list(file_list)
-            paths = _joined(root if root is not None else os.path.dirname(os.path.abspath(file_list)), names)
+            paths = _joined(root if root is not None else storage.dirname(file_list), names)
             where = f"file_list {file_list!r}"
         elif files is not None:
             names = list(files)
@@ -97,11 +93,11 @@ class FileReader(Reader):
             label_list = list(labels) if labels is not None else list(range(len(files)))
             where = "'files'"
         elif root is not None:
-            if not os.path.isdir(root):
+            if not storage.isdir(root):
                 raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
             names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"],
                                                    a["case_sensitive_filter"])
-            prefix = os.path.join(root, "")  # every name is relative: plain concatenation, for long lists
+            prefix = storage.join(root, "")  # every name is relative: plain concatenation, for long lists
             paths = [prefix + n for n in names]
             where = f"the class folders of file_root {root!r} matching {list(a['file_filters'])}"
         else:
@@ -114,26 +110,24 @@ class FileReader(Reader):
         self.listing, self.listing_source = listing_fingerprint(names, self.labels), where
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         self.skip_log = SkipLog("fn.readers.file")
+        self._init_read_ahead(paths)
+
+    def fetch(self, index: int) -> np.ndarray | OSError:
+        """The file's bytes; with ``error_policy="replace"`` an unreadable file's error is returned, not raised."""
+        path = self.paths[index]
+        try:
+            return np.frombuffer(storage.read_file(path), dtype=np.uint8)
+        except OSError as e:
+            e.add_note(f"fn.readers.file: reading sample {index} ({path!r})")
+            if self.args["error_policy"] != "replace":
+                raise
+            return e
 
     def load(self, ctx, indices):
-        n = len(indices)
-        contents: list = [None] * n
-        failures: dict[int, OSError] = {}
-        paths = self.paths
-        replace = self.args["error_policy"] == "replace"
-
-        def read(start: int, stop: int) -> None:
-            for i in range(start, stop):
-                path = paths[indices[i]]
-                try:
-                    contents[i] = np.frombuffer(storage.read_file(path), dtype=np.uint8)
-                except OSError as e:
-                    e.add_note(f"fn.readers.file: reading sample {int(indices[i])} ({path!r})")
-                    if not replace:
-                        raise
-                    failures[i] = e
-
-        ctx.parallel_for(read, n)
+        contents = self.fetch_all(ctx, indices)
+        failures = {k: c for k, c in enumerate(contents) if isinstance(c, OSError)}
+        for k in failures:
+            contents[k] = None  # the runner copies the replacing row here
         names = [self.names[i] for i in indices]
         replace_failed(ctx, failures, names, self.skip_log)
         return TensorListCPU(contents, source_info=names), TensorListCPU(self.labels[indices])
