@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.file import list_class_folders
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.ops.video_codec import PAD_MODES, VideoIndex, decode_frames, index_video, padded_indices, pyav
@@ -107,6 +107,9 @@ class VideoReader(Reader):
         self.paths, self.labels = paths, np.asarray(labels, np.int32).reshape(-1, 1)
         self.indexes = self._index_all(paths)
         self._enumerate(ranges)
+        self.listing = listing_fingerprint([f"{paths[f]}@{s}" for f, s in zip(self.seq_file, self.seq_start)],
+                                           self.labels[self.seq_file])
+        self.listing_source = "its video files"
         self._init_sampling()
 
     # -- listing ---------------------------------------------------------------------------------------
