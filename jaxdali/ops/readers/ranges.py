@@ -38,7 +38,9 @@ def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray,
     order = np.lexsort((offsets, file_ids))
     f, o, e = file_ids[order], offsets[order], offsets[order] + sizes[order]
     # A range starts a new request unless it begins within max_gap of the furthest end so far in its file.
-    new_run = np.r_[True, (f[1:] != f[:-1]) | (o[1:] > _file_running_max(f, e)[:-1] + max_gap)]
+    new_run = np.empty(n, dtype=bool)
+    new_run[0] = True
+    np.logical_or(f[1:] != f[:-1], o[1:] > _file_running_max(f, e)[:-1] + max_gap, out=new_run[1:])
     run_id = np.cumsum(new_run) - 1
     heads = np.flatnonzero(new_run)
     run_file = f[heads]

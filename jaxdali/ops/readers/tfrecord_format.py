@@ -306,15 +306,17 @@ def _feature(buf: bytes, start: int, end: int) -> tuple[int, np.ndarray | list]:
 
 # -- a batch of Examples at once -----------------------------------------------------------------------
 def _varints_at(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The varints (up to 9 bytes: tags and lengths) at positions ``pos`` of ``buf`` and the positions after them."""
+    """The varints (up to 9 bytes: lengths) at positions ``pos`` of ``buf`` and the positions after them."""
     b = buf[pos]
+    if not len(b) or b.max() < 0x80:
+        return b.astype(np.int64), pos + 1
     value = (b & 0x7F).astype(np.int64)
     after = pos + 1
     more = np.flatnonzero(b >= 0x80)
     shift = 7
     while len(more):
         if shift > 56:
-            raise ValueError("a length or tag varint longer than 9 bytes")
+            raise ValueError("a length varint longer than 9 bytes")
         b = buf[after[more]]
         value[more] |= (b & 0x7F).astype(np.int64) << shift
         after[more] += 1
@@ -359,8 +361,9 @@ def locate_features(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray,
                           np.zeros(n, bool), np.zeros(n, bool)) for _ in names]
     try:
         live = np.flatnonzero(~empty)
-        top, first = _varints_at(buf, starts[live])
-        length, body = _varints_at(buf, first)
+        # Every tag expected here is one byte (field numbers below 16); any other byte marks the record irregular.
+        top = buf[starts[live]]
+        length, body = _varints_at(buf, starts[live] + 1)
         ok = (top == 0x0A) & (body + length == stops[live])
         irregular[live[~ok]] = True
         live = live[ok]
@@ -369,13 +372,13 @@ def locate_features(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray,
         entries = []
         while len(live):
             p = pos[live]
-            tag, p = _varints_at(buf, p)
-            entry_len, p = _varints_at(buf, p)
+            tag = buf[p]
+            entry_len, p = _varints_at(buf, p + 1)
             entry_end = p + entry_len
-            key_tag, p = _varints_at(buf, p)
-            key_len, key_start = _varints_at(buf, p)
-            value_tag, p = _varints_at(buf, key_start + key_len)
-            value_len, value_start = _varints_at(buf, p)
+            key_tag = buf[p]
+            key_len, key_start = _varints_at(buf, p + 1)
+            value_tag = buf[key_start + key_len]
+            value_len, value_start = _varints_at(buf, key_start + key_len + 1)
             ok = ((tag == 0x0A) & (key_tag == 0x0A) & (value_tag == 0x12) & (value_start + value_len == entry_end)
                   & (entry_end <= stops[live]))
             irregular[live[~ok]] = True
@@ -404,8 +407,8 @@ def _locate_values(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, rec: np
     has_list = start < stop
     irregular[rec[~has_list]] = True  # a Feature with no list set: rare, left to parse_example
     rec, start, stop = rec[has_list], start[has_list], stop[has_list]
-    tag, p = _varints_at(buf, start)
-    list_len, list_start = _varints_at(buf, p)
+    tag = buf[start]
+    list_len, list_start = _varints_at(buf, start + 1)
     list_stop = list_start + list_len
     ok = ((tag == 0x0A) | (tag == 0x12) | (tag == 0x1A)) & (list_stop == stop)
     nonempty = list_start < list_stop
@@ -414,8 +417,8 @@ def _locate_values(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, rec: np
     more = np.zeros(len(rec), bool)
     idx = np.flatnonzero(ok & nonempty)
     if len(idx):
-        inner_tag, p = _varints_at(buf, list_start[idx])
-        value_len, vs = _varints_at(buf, p)
+        inner_tag = buf[list_start[idx]]
+        value_len, vs = _varints_at(buf, list_start[idx] + 1)
         packed = inner_tag == 0x0A
         ends_list = vs + value_len == list_stop[idx]
         is_bytes = tag[idx] == 0x0A
