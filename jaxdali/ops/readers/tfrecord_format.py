@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import struct
-from typing import Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 __all__ = ["FRAME_OVERHEAD", "RecordError", "FeatureSpans", "crc32c", "masked_crc32c", "frame", "scan_records",
            "parse_index", "check_frame", "decode_varints", "locate_features",
-           "format_index", "parse_example", "BYTES_LIST", "FLOAT_LIST", "INT64_LIST"]
+           "format_index", "parse_example", "encode_example", "write_tfrecord", "BYTES_LIST", "FLOAT_LIST", "INT64_LIST"]
 
 #: Bytes a record's frame adds to its data (length, its CRC, the data's CRC).
 FRAME_OVERHEAD = 16
@@ -96,6 +96,60 @@ def frame(data: bytes) -> bytes:
     """``data`` framed as one TFRecord record."""
     length = struct.pack("<Q", len(data))
     return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+def _encode_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 as two's complement, 10 bytes
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | _WIRE_LEN) + _encode_varint(len(payload)) + payload
+
+
+def encode_example(features: Mapping[str, bytes | str | Sequence[bytes] | np.ndarray | Sequence[int] | Sequence[float]]
+                   ) -> bytes:
+    """A serialized ``tf.train.Example`` (what ``tf.train.Example(...).SerializeToString()`` gives).
+
+    Values: ``bytes``/``str`` or a list of them -> bytes_list; integer arrays or lists -> int64_list;
+    floating-point ones -> float_list (as float32).
+    """
+    entries = []
+    for name, value in features.items():
+        if isinstance(value, (bytes, str)):
+            value = [value]
+        if isinstance(value, (list, tuple)) and value and isinstance(value[0], (bytes, str)):
+            strings = [v.encode() if isinstance(v, str) else bytes(v) for v in value]
+            feature = _field(BYTES_LIST, b"".join(_field(1, v) for v in strings))
+        else:
+            array = np.asarray(value).reshape(-1)
+            if array.dtype.kind == "f":
+                feature = _field(FLOAT_LIST, _field(1, array.astype("<f4").tobytes()))
+            elif array.dtype.kind in "iub" or array.size == 0:
+                packed = b"".join(_encode_varint(int(v)) for v in array.tolist())
+                feature = _field(INT64_LIST, _field(1, packed))
+            else:
+                raise TypeError(f"encode_example: feature {name!r} has values of type {array.dtype}")
+        entries.append(_field(1, _field(1, name.encode()) + _field(2, feature)))
+    return _field(1, b"".join(entries))
+
+
+def write_tfrecord(path: str, records: Iterable[bytes]) -> np.ndarray:
+    """Writes ``records`` framed as a TFRecord file; returns their ``(offset, size)`` index rows."""
+    rows = []
+    offset = 0
+    with open(path, "wb") as f:
+        for record in records:
+            framed = frame(record)
+            f.write(framed)
+            rows.append((offset, len(framed)))
+            offset += len(framed)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
 
 
 # -- records and index ------------------------------------------------------------------------------
