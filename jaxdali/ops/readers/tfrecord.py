@@ -93,20 +93,24 @@ class TFRecordReader(Reader):
                 parsed[i] = fmt.parse_example(memoryview(buf[data_start[i]:data_stop[i]]), dict.fromkeys(self.keys))
             except ValueError as e:
                 raise fmt.RecordError(f"{self._where(indices[i])}: {e}") from None
-        return [self._output(j, spans[j], buf, parsed, indices) for j in range(len(self.names))]
+        paths = self.paths
+        info = [f"{paths[f]} at index {o}" for f, o in zip(self.file_id[indices].tolist(), self.offsets[indices].tolist())]
+        return [TensorListCPU(self._output(j, spans[j], buf, parsed, indices), source_info=info)
+                for j in range(len(self.names))]
 
-    def _output(self, j: int, span: fmt.FeatureSpans, buf: np.ndarray, parsed: dict, indices) -> TensorListCPU:
+    def _output(self, j: int, span: fmt.FeatureSpans, buf: np.ndarray, parsed: dict, indices) -> np.ndarray | list:
+        """Feature ``j`` of every record: a dense array, or a list of per-record arrays."""
         name, key, spec, default = self.names[j], self.keys[j], self.features[self.names[j]], self.defaults[j]
         n = len(indices)
         kind = _LIST_KIND[spec.dtype]
-        wrong = np.flatnonzero(span.found & (span.kind != kind))
+        wrong = np.flatnonzero(span.found & ~span.empty_list & (span.kind != kind))  # an empty list has no type
         if len(wrong):
             self._fail(indices[wrong[0]], name, f"is a {_KIND_NAME[int(span.kind[wrong[0]])]}, but the feature spec "
                        f"reads {_KIND_NAME[kind]}")
         regular = span.found & ~span.empty_list
         if (spec.dtype != tfrec.string and spec.fixed and not parsed and regular.all()
                 and (dense := self._dense(spec, span, buf)) is not None):
-            return TensorListCPU(dense)
+            return dense
         starts, stops = span.start.tolist(), span.stop.tolist()
         samples: list = [None] * n
         for i in range(n):
@@ -124,7 +128,7 @@ class TFRecordReader(Reader):
                     self._fail(indices[i], name, f"has a {len(raw)}-byte float_list (not a multiple of 4)")
                 values = raw.view("<f4") if kind == fmt.FLOAT_LIST else fmt.decode_varints(raw)
                 samples[i] = self._shaped(values, spec, name, indices[i])
-        return TensorListCPU(np.stack(samples) if spec.fixed and spec.dtype != tfrec.string else samples)
+        return np.stack(samples) if spec.fixed and spec.dtype != tfrec.string else samples
 
     def _dense(self, spec: tfrec.Feature, span: fmt.FeatureSpans, buf: np.ndarray) -> np.ndarray | None:
         """All records' fixed-length numbers in one gather, when every one has exactly the right byte count."""
