@@ -22,16 +22,17 @@ MAX_GAP = 1 << 16
 
 def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                 parallel_for: Callable[[Callable[[int, int], None], int], None], what: str,
-                max_gap: int = MAX_GAP) -> tuple[np.ndarray, np.ndarray]:
+                max_gap: int = MAX_GAP) -> tuple[bytes, np.ndarray]:
     """Reads range ``i`` = ``sizes[i]`` bytes of ``paths[file_ids[i]]`` from ``offsets[i]``, for all ``i``.
 
-    Returns ``(buffer, starts)``: one uint8 array holding every range and the position of range ``i``
-    in it (ranges shared by several requests, e.g. a repeated sample, are read once). A range that
+    Returns ``(buffer, starts)``: one bytes object holding every range (the read itself when one
+    request covers them all) and the position of range ``i`` in it (ranges shared by several
+    requests, e.g. a repeated sample, are read once). A range that
     the file cannot fill raises ``EOFError`` naming the file, the offset and ``what``.
     """
     n = len(offsets)
     if n == 0:
-        return np.zeros(0, np.uint8), np.zeros(0, np.int64)
+        return b"", np.zeros(0, np.int64)
     file_ids = np.asarray(file_ids, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -48,14 +49,14 @@ def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray,
     run_stop = np.maximum.reduceat(e, heads)
     run_len = run_stop - run_start
     run_pos = np.concatenate(([0], np.cumsum(run_len)[:-1]))
-    buffer = np.empty(int(run_len.sum()), dtype=np.uint8)
+    pieces: list[bytes] = [b""] * len(heads)
 
     def read(lo: int, hi: int) -> None:
         for r in range(lo, hi):
             path = paths[run_file[r]]
             data = storage.read_range(path, int(run_start[r]), int(run_len[r]))
             got = len(data)
-            buffer[run_pos[r]:run_pos[r] + got] = np.frombuffer(data, dtype=np.uint8)
+            pieces[r] = data
             if got < run_len[r]:
                 inside = np.flatnonzero((run_id == r) & (e > run_start[r] + got))
                 first = int(order[inside[0]])
@@ -64,6 +65,7 @@ def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray,
                                f"truncated or the index is stale")
 
     parallel_for(read, len(heads))
+    buffer = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     starts = np.empty(n, dtype=np.int64)
     starts[order] = run_pos[run_id] + (o - run_start[run_id])
     return buffer, starts

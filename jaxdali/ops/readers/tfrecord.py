@@ -75,8 +75,9 @@ class TFRecordReader(Reader):
 
     def load(self, ctx, indices):
         sizes = self.sizes[indices]
-        buf, starts = read_ranges(self.paths, self.file_id[indices], self.offsets[indices], sizes, ctx.parallel_for,
-                                  _OP)
+        blob, starts = read_ranges(self.paths, self.file_id[indices], self.offsets[indices], sizes, ctx.parallel_for,
+                                   _OP)
+        buf = np.frombuffer(blob, dtype=np.uint8)
         lengths = buf[starts[:, None] + np.arange(8)].view("<u8").ravel()
         stale = np.flatnonzero(lengths != sizes - fmt.FRAME_OVERHEAD)
         if len(stale):
@@ -85,12 +86,13 @@ class TFRecordReader(Reader):
         if self.check_crc:
             for i, index in enumerate(indices):
                 fmt.check_frame(memoryview(buf[starts[i]:starts[i] + sizes[i]]), self._where(index), True)
-        data_start, data_stop = starts + 12, starts + sizes - 4
-        spans, irregular = fmt.locate_features(buf, data_start, data_stop, self.keys)
+        data_start, data_stop = (starts + 12).tolist(), (starts + sizes - 4).tolist()
+        view = memoryview(blob)
+        spans, irregular = fmt.locate_features(blob, data_start, data_stop, self.keys)
         parsed = {}
-        for i in np.flatnonzero(irregular).tolist():
+        for i in irregular:
             try:
-                parsed[i] = fmt.parse_example(memoryview(buf[data_start[i]:data_stop[i]]), dict.fromkeys(self.keys))
+                parsed[i] = fmt.parse_example(view[data_start[i]:data_stop[i]], dict.fromkeys(self.keys))
             except ValueError as e:
                 raise fmt.RecordError(f"{self._where(indices[i])}: {e}") from None
         paths = self.paths
@@ -103,27 +105,27 @@ class TFRecordReader(Reader):
         name, key, spec, default = self.names[j], self.keys[j], self.features[self.names[j]], self.defaults[j]
         n = len(indices)
         kind = _LIST_KIND[spec.dtype]
-        wrong = np.flatnonzero(span.found & ~span.empty_list & (span.kind != kind))  # an empty list has no type
-        if len(wrong):
-            self._fail(indices[wrong[0]], name, f"is a {_KIND_NAME[int(span.kind[wrong[0]])]}, but the feature spec "
-                       f"reads {_KIND_NAME[kind]}")
-        regular = span.found & ~span.empty_list
-        if (spec.dtype != tfrec.string and spec.fixed and not parsed and regular.all()
-                and (dense := self._dense(spec, span, buf)) is not None):
-            return dense
-        starts, stops = span.start.tolist(), span.stop.tolist()
+        kinds = span.kind
+        if kinds.count(kind) == n and not span.empty_lists:  # every record has a non-empty list of the right type
+            if spec.dtype == tfrec.string:
+                return [buf[a:b] for a, b in zip(span.start, span.stop)]  # the first string, as in DALI
+            if spec.fixed and (dense := self._dense(spec, span, buf)) is not None:
+                return dense
         samples: list = [None] * n
         for i in range(n):
+            got = kinds[i]
             if i in parsed:
                 samples[i] = self._from_parsed(parsed[i].get(key), kind, spec, default, name, indices[i])
-            elif not span.found[i]:
+            elif got == 0:
                 samples[i] = default
+            elif i in span.empty_lists:  # an empty list has no type
+                samples[i] = self._from_parsed((got, []), kind, spec, default, name, indices[i])
+            elif got != kind:
+                self._fail(indices[i], name, f"is a {_KIND_NAME[got]}, but the feature spec reads {_KIND_NAME[kind]}")
             elif spec.dtype == tfrec.string:
-                if span.empty_list[i]:
-                    self._fail(indices[i], name, "has no string, FixedLenFeature((), string) needs one")
-                samples[i] = buf[starts[i]:stops[i]]  # the first string, as in DALI
+                samples[i] = buf[span.start[i]:span.stop[i]]
             else:
-                raw = buf[starts[i]:stops[i]]
+                raw = buf[span.start[i]:span.stop[i]]
                 if kind == fmt.FLOAT_LIST and len(raw) % 4:
                     self._fail(indices[i], name, f"has a {len(raw)}-byte float_list (not a multiple of 4)")
                 values = raw.view("<f4") if kind == fmt.FLOAT_LIST else fmt.decode_varints(raw)
@@ -134,11 +136,12 @@ class TFRecordReader(Reader):
         """All records' fixed-length numbers in one gather, when every one has exactly the right byte count."""
         count = int(np.prod(spec.shape))
         width = 4 if spec.dtype == tfrec.float32 else 1  # one byte per varint in the fast case
-        if not (span.stop - span.start == count * width).all():
+        start = np.array(span.start)
+        if not (np.array(span.stop) - start == count * width).all():
             return None
-        raw = buf[span.start[:, None] + np.arange(count * width)]
+        raw = buf[start[:, None] + np.arange(count * width)]
         if spec.dtype == tfrec.float32:
-            return np.ascontiguousarray(raw).view("<f4").reshape((len(raw),) + spec.shape)
+            return raw.view("<f4").reshape((len(raw),) + spec.shape)
         if (raw >= 0x80).any():
             return None
         return raw.astype(np.int64).reshape((len(raw),) + spec.shape)

@@ -359,24 +359,20 @@ def _feature(buf: bytes, start: int, end: int) -> tuple[int, np.ndarray | list]:
 
 
 # -- a batch of Examples at once -----------------------------------------------------------------------
-def _varints_at(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The varints (up to 9 bytes: lengths) at positions ``pos`` of ``buf`` and the positions after them."""
-    b = buf[pos]
-    if not len(b) or b.max() < 0x80:
-        return b.astype(np.int64), pos + 1
-    value = (b & 0x7F).astype(np.int64)
-    after = pos + 1
-    more = np.flatnonzero(b >= 0x80)
-    shift = 7
-    while len(more):
-        if shift > 56:
-            raise ValueError("a length varint longer than 9 bytes")
-        b = buf[after[more]]
-        value[more] |= (b & 0x7F).astype(np.int64) << shift
-        after[more] += 1
-        more = more[b >= 0x80]
+class _Irregular(Exception):
+    """A record not laid out the way TensorFlow writes Examples (or malformed): parsed by ``parse_example``."""
+
+
+def _more_varint(data: bytes, pos: int, first: int) -> tuple[int, int]:
+    """The rest of a varint whose first byte ``first`` (>= 0x80) is already read; ``pos`` is after it."""
+    value, shift = first & 0x7F, 7
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
         shift += 7
-    return value, after
 
 
 @dataclasses.dataclass
@@ -384,106 +380,104 @@ class FeatureSpans:
     """Where one feature's values sit in a batch buffer, per record (see ``locate_features``).
 
     Attributes:
-      found: the record has the feature (with a value list).
-      kind: BYTES_LIST, FLOAT_LIST or INT64_LIST where found.
+      kind: BYTES_LIST, FLOAT_LIST or INT64_LIST; 0 where the record lacks the feature.
       start, stop: the packed numbers, or the first string, in the buffer.
-      more_strings: for bytes lists, whether more than one string follows the first.
-      empty_list: the feature's value list is empty.
+      more_strings: records whose bytes list holds more than one string.
+      empty_lists: records whose value list is empty.
     """
 
-    found: np.ndarray
-    kind: np.ndarray
-    start: np.ndarray
-    stop: np.ndarray
-    more_strings: np.ndarray
-    empty_list: np.ndarray
+    kind: list[int]
+    start: list[int]
+    stop: list[int]
+    more_strings: set[int]
+    empty_lists: set[int]
 
 
-def locate_features(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray,
-                    names: list[bytes]) -> tuple[list[FeatureSpans], np.ndarray]:
-    """Finds features ``names`` in the serialized Examples ``buf[starts[i]:stops[i]]``, all records at once.
+def locate_features(data: bytes, starts: list[int], stops: list[int],
+                    names: list[bytes]) -> tuple[list[FeatureSpans], list[int]]:
+    """Finds features ``names`` in the serialized Examples ``data[starts[i]:stops[i]]``.
 
-    The walk reads the same field of every record in one NumPy step, so its cost is per field of the
-    longest record, not per record. Records laid out other than the way TensorFlow writes them (map
-    entries as key then value, numbers packed in one run) or malformed ones are flagged in the returned
-    ``irregular`` mask, for ``parse_example`` to read one by one.
+    Walks only the map entries' headers (a few bytes per feature; values are never touched), for
+    records laid out as TensorFlow writes them: map entries as key then value, numbers packed in one
+    run. Returns the spans per feature and the records laid out otherwise (or malformed), which
+    ``parse_example`` reads one by one.
     """
     n = len(starts)
-    irregular = np.zeros(n, dtype=bool)
-    empty = starts >= stops
-    spans = [FeatureSpans(np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
-                          np.zeros(n, bool), np.zeros(n, bool)) for _ in names]
-    try:
-        live = np.flatnonzero(~empty)
-        # Every tag expected here is one byte (field numbers below 16); any other byte marks the record irregular.
-        top = buf[starts[live]]
-        length, body = _varints_at(buf, starts[live] + 1)
-        ok = (top == 0x0A) & (body + length == stops[live])
-        irregular[live[~ok]] = True
-        live = live[ok]
-        pos = np.zeros(n, np.int64)
-        pos[live] = body[ok]
-        entries = []
-        while len(live):
-            p = pos[live]
-            tag = buf[p]
-            entry_len, p = _varints_at(buf, p + 1)
-            entry_end = p + entry_len
-            key_tag = buf[p]
-            key_len, key_start = _varints_at(buf, p + 1)
-            value_tag = buf[key_start + key_len]
-            value_len, value_start = _varints_at(buf, key_start + key_len + 1)
-            ok = ((tag == 0x0A) & (key_tag == 0x0A) & (value_tag == 0x12) & (value_start + value_len == entry_end)
-                  & (entry_end <= stops[live]))
-            irregular[live[~ok]] = True
-            entries.append((live[ok], key_start[ok], key_len[ok], value_start[ok], entry_end[ok]))
-            pos[live] = entry_end
-            live = live[ok & (entry_end < stops[live])]
-        rec, key_start, key_len, value_start, value_end = (np.concatenate(x) for x in zip(*entries)) if entries \
-            else (np.zeros(0, np.int64),) * 5
-        for name, span in zip(names, spans):
-            cand = np.flatnonzero(key_len == len(name))
-            if len(name) and len(cand):
-                pattern = np.frombuffer(name, dtype=np.uint8)
-                same = (buf[key_start[cand, None] + np.arange(len(name))] == pattern).all(axis=1)
-                cand = cand[same]
-            hit_rec = rec[cand]
-            _locate_values(buf, value_start[cand], value_end[cand], hit_rec, span, irregular)
-    except IndexError:
-        irregular[:] = ~empty  # something pointed past the buffer: let the one-by-one parser say where
+    want = {name: j for j, name in enumerate(names)}
+    spans = [FeatureSpans([0] * n, [0] * n, [0] * n, set(), set()) for _ in names]
+    irregular = []
+    for i in range(n):
+        p, end = starts[i], stops[i]
+        if p == end:
+            continue
+        try:
+            if data[p] != 0x0A:
+                raise _Irregular
+            length = data[p + 1]
+            p += 2
+            if length >= 0x80:
+                length, p = _more_varint(data, p, length)
+            if p + length != end:
+                raise _Irregular
+            while p < end:
+                # Map entry: 0x0A len | key: 0x0A len name | value: 0x12 len Feature
+                if data[p] != 0x0A:
+                    raise _Irregular
+                length = data[p + 1]
+                p += 2
+                if length >= 0x80:
+                    length, p = _more_varint(data, p, length)
+                entry_end = p + length
+                key_len = data[p + 1]
+                if data[p] != 0x0A or key_len >= 0x80:
+                    raise _Irregular
+                q = p + 2 + key_len
+                j = want.get(data[p + 2:q])
+                if j is not None:
+                    _locate_value(data, q, entry_end, spans[j], i)
+                p = entry_end
+            if p != end:
+                raise _Irregular
+        except (_Irregular, IndexError):
+            irregular.append(i)
+    for span in spans:
+        for i in irregular:
+            span.kind[i] = 0
     return spans, irregular
 
 
-def _locate_values(buf: np.ndarray, start: np.ndarray, stop: np.ndarray, rec: np.ndarray, span: FeatureSpans,
-                   irregular: np.ndarray) -> None:
-    """Fills ``span`` for records ``rec`` whose Feature message is ``buf[start:stop]`` (the last entry
-    of a name wins, as for protobuf maps)."""
-    has_list = start < stop
-    irregular[rec[~has_list]] = True  # a Feature with no list set: rare, left to parse_example
-    rec, start, stop = rec[has_list], start[has_list], stop[has_list]
-    tag = buf[start]
-    list_len, list_start = _varints_at(buf, start + 1)
-    list_stop = list_start + list_len
-    ok = ((tag == 0x0A) | (tag == 0x12) | (tag == 0x1A)) & (list_stop == stop)
-    nonempty = list_start < list_stop
-    value_start = list_start.copy()
-    value_stop = list_start.copy()
-    more = np.zeros(len(rec), bool)
-    idx = np.flatnonzero(ok & nonempty)
-    if len(idx):
-        inner_tag = buf[list_start[idx]]
-        value_len, vs = _varints_at(buf, list_start[idx] + 1)
-        packed = inner_tag == 0x0A
-        ends_list = vs + value_len == list_stop[idx]
-        is_bytes = tag[idx] == 0x0A
-        ok[idx] = packed & (ends_list | (is_bytes & (vs + value_len < list_stop[idx])))
-        value_start[idx], value_stop[idx] = vs, vs + value_len
-        more[idx] = ~ends_list
-    irregular[rec[~ok]] = True
-    good = rec[ok]
-    span.found[good] = True
-    span.kind[good] = tag[ok] >> 3
-    span.start[good] = value_start[ok]
-    span.stop[good] = value_stop[ok]
-    span.more_strings[good] = more[ok]
-    span.empty_list[good] = ~nonempty[ok]
+def _locate_value(data: bytes, q: int, entry_end: int, span: FeatureSpans, i: int) -> None:
+    """Reads the ``0x12 len Feature`` that ends at ``entry_end`` into ``span`` (record ``i``)."""
+    if data[q] != 0x12:
+        raise _Irregular
+    length = data[q + 1]
+    q += 2
+    if length >= 0x80:
+        length, q = _more_varint(data, q, length)
+    if q + length != entry_end or q == entry_end:
+        raise _Irregular
+    kind = data[q]  # Feature: 0x0A bytes_list | 0x12 float_list | 0x1A int64_list, then len
+    if kind != 0x0A and kind != 0x12 and kind != 0x1A:
+        raise _Irregular
+    length = data[q + 1]
+    q += 2
+    if length >= 0x80:
+        length, q = _more_varint(data, q, length)
+    if q + length != entry_end:
+        raise _Irregular
+    span.kind[i] = kind >> 3
+    if q == entry_end:
+        span.start[i] = span.stop[i] = q
+        span.empty_lists.add(i)
+        return
+    if data[q] != 0x0A:  # unpacked numbers
+        raise _Irregular
+    length = data[q + 1]
+    q += 2
+    if length >= 0x80:
+        length, q = _more_varint(data, q, length)
+    span.start[i], span.stop[i] = q, q + length
+    if q + length != entry_end:
+        if kind != 0x0A or q + length > entry_end:
+            raise _Irregular  # several packed runs
+        span.more_strings.add(i)

@@ -34,7 +34,7 @@ class WebdatasetReader(Reader):
         missing = a["missing_component_behavior"]
 
         # Per sample: its archive and, per output, the index of the matching component (-1: none).
-        sample_file, chosen, offsets, sizes, names, keys = [], [], [], [], [], []
+        sample_file, chosen, offsets, sizes, sources = [], [], [], [], []
         for f, path in enumerate(paths):
             samples = self._samples(path, index_paths[f] if index_paths else None)
             for sample in samples:
@@ -61,7 +61,7 @@ class WebdatasetReader(Reader):
                                            f"output {j}")
                 offsets.append([c.offset if c else 0 for c in picks])
                 sizes.append([c.size if c else 0 for c in picks])
-                names.append([c.name if c else "" for c in picks])
+                sources.append([f"{path}:{c.offset}:{c.name}" if c else "" for c in picks])
                 chosen.append([c is not None for c in picks])
         if not sample_file:
             raise RuntimeError(f"{_OP}: no samples in {paths}" +
@@ -73,7 +73,8 @@ class WebdatasetReader(Reader):
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.sizes = np.asarray(sizes, dtype=np.int64)
         self.present = np.asarray(chosen, dtype=bool)
-        self.member_names = names
+        #: Each sample's source_info per output, as DALI gives it: "<archive>:<offset>:<member name>".
+        self.sources = sources
         self.num_samples = len(sample_file)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
@@ -107,23 +108,26 @@ class WebdatasetReader(Reader):
 
     def load(self, ctx, indices):
         n = len(indices)
-        present = self.present[indices]
-        rows, cols = np.nonzero(present)
+        rows, cols = np.nonzero(self.present[indices])
         sample = indices[rows]
-        buf, starts = read_ranges(self.paths, self.sample_file[sample], self.offsets[sample, cols],
-                                  self.sizes[sample, cols], ctx.parallel_for, _OP)
-        ends = starts + self.sizes[sample, cols]
+        sizes = self.sizes[sample, cols]
+        blob, starts = read_ranges(self.paths, self.sample_file[sample], self.offsets[sample, cols], sizes,
+                                   ctx.parallel_for, _OP)
+        buf = np.frombuffer(blob, dtype=np.uint8)
+        ends = starts + sizes
+        sources = self.sources
         outputs = []
         for j, dtype in enumerate(self.dtypes):
-            empty = np.zeros(0, dtype)
-            samples: list = [empty] * n
-            info = [""] * n
-            mine = np.flatnonzero(cols == j)
-            for r, s, e, i in zip(rows[mine].tolist(), starts[mine].tolist(), ends[mine].tolist(),
-                                  sample[mine].tolist()):
-                samples[r] = buf[s:e].view(dtype)
-                info[r] = f"{self.paths[self.sample_file[i]]}:{self.offsets[i, j]}:{self.member_names[i][j]}"
-            outputs.append(TensorListCPU(samples, source_info=info))
+            mine = cols == j
+            spans = zip(starts[mine].tolist(), ends[mine].tolist())
+            pieces = [buf[s:e] for s, e in spans] if dtype == np.uint8 else [buf[s:e].view(dtype) for s, e in spans]
+            if len(pieces) == n:
+                samples = pieces
+            else:
+                samples = [np.zeros(0, dtype)] * n
+                for r, piece in zip(rows[mine].tolist(), pieces):
+                    samples[r] = piece
+            outputs.append(TensorListCPU(samples, source_info=[sources[i][j] for i in indices.tolist()]))
         return outputs
 
 
