@@ -66,6 +66,8 @@ class TFRecordReader(Reader):
         self.names = list(self.features)
         self.keys = [n.encode() for n in self.names]
         self.defaults = [_default(n, f) for n, f in self.features.items()]
+        #: Byte layouts of recent records (see tfrecord_format.locate_features), tried first on every batch.
+        self.layouts: list = []
         self.num_samples = len(rows)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
@@ -86,9 +88,9 @@ class TFRecordReader(Reader):
         if self.check_crc:
             for i, index in enumerate(indices):
                 fmt.check_frame(memoryview(buf[starts[i]:starts[i] + sizes[i]]), self._where(index), True)
-        data_start, data_stop = (starts + 12).tolist(), (starts + sizes - 4).tolist()
+        data_start, data_stop = starts + 12, starts + sizes - 4
         view = memoryview(blob)
-        spans, irregular = fmt.locate_features(blob, data_start, data_stop, self.keys)
+        spans, irregular = fmt.locate_features(blob, data_start, data_stop, self.keys, self.layouts)
         parsed = {}
         for i in irregular:
             try:
@@ -105,12 +107,12 @@ class TFRecordReader(Reader):
         name, key, spec, default = self.names[j], self.keys[j], self.features[self.names[j]], self.defaults[j]
         n = len(indices)
         kind = _LIST_KIND[spec.dtype]
-        kinds = span.kind
-        if kinds.count(kind) == n and not span.empty_lists:  # every record has a non-empty list of the right type
+        if not parsed and (span.kind == kind).all() and not span.empty_list.any():  # the common case
             if spec.dtype == tfrec.string:
-                return [buf[a:b] for a, b in zip(span.start, span.stop)]  # the first string, as in DALI
+                return [buf[a:b] for a, b in zip(span.start.tolist(), span.stop.tolist())]  # the first string, as DALI
             if spec.fixed and (dense := self._dense(spec, span, buf)) is not None:
                 return dense
+        kinds, starts, stops = span.kind.tolist(), span.start.tolist(), span.stop.tolist()
         samples: list = [None] * n
         for i in range(n):
             got = kinds[i]
@@ -118,14 +120,14 @@ class TFRecordReader(Reader):
                 samples[i] = self._from_parsed(parsed[i].get(key), kind, spec, default, name, indices[i])
             elif got == 0:
                 samples[i] = default
-            elif i in span.empty_lists:  # an empty list has no type
+            elif span.empty_list[i]:  # an empty list has no type
                 samples[i] = self._from_parsed((got, []), kind, spec, default, name, indices[i])
             elif got != kind:
                 self._fail(indices[i], name, f"is a {_KIND_NAME[got]}, but the feature spec reads {_KIND_NAME[kind]}")
             elif spec.dtype == tfrec.string:
-                samples[i] = buf[span.start[i]:span.stop[i]]
+                samples[i] = buf[starts[i]:stops[i]]
             else:
-                raw = buf[span.start[i]:span.stop[i]]
+                raw = buf[starts[i]:stops[i]]
                 if kind == fmt.FLOAT_LIST and len(raw) % 4:
                     self._fail(indices[i], name, f"has a {len(raw)}-byte float_list (not a multiple of 4)")
                 values = raw.view("<f4") if kind == fmt.FLOAT_LIST else fmt.decode_varints(raw)
@@ -136,8 +138,8 @@ class TFRecordReader(Reader):
         """All records' fixed-length numbers in one gather, when every one has exactly the right byte count."""
         count = int(np.prod(spec.shape))
         width = 4 if spec.dtype == tfrec.float32 else 1  # one byte per varint in the fast case
-        start = np.array(span.start)
-        if not (np.array(span.stop) - start == count * width).all():
+        start = span.start
+        if not (span.stop - start == count * width).all():
             return None
         raw = buf[start[:, None] + np.arange(count * width)]
         if spec.dtype == tfrec.float32:
