@@ -36,6 +36,18 @@ def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray,
     file_ids = np.asarray(file_ids, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)
+    ends = offsets + sizes
+    if (file_ids == file_ids[0]).all() and (offsets[1:] - ends[:-1] <= max_gap).all() and \
+            (offsets[1:] >= offsets[:-1]).all():
+        # Ranges in file order, close to each other (a batch of consecutive records): one request.
+        first, stop = int(offsets[0]), int(ends.max())
+        path = paths[file_ids[0]]
+        blob = storage.read_range(path, first, stop - first)
+        if len(blob) < stop - first:
+            bad = int(np.argmax(ends > first + len(blob)))
+            raise EOFError(f"{what}: {path!r} ends at byte {first + len(blob)}, before the end of the range at offset "
+                           f"{int(offsets[bad])} (size {int(sizes[bad])}): the file is truncated or the index is stale")
+        return blob, offsets - first
     order = np.lexsort((offsets, file_ids))
     f, o, e = file_ids[order], offsets[order], offsets[order] + sizes[order]
     # A range starts a new request unless it begins within max_gap of the furthest end so far in its file.

@@ -509,17 +509,16 @@ def _apply_layout(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, width:
                   spans: list[FeatureSpans], rows: np.ndarray) -> np.ndarray:
     """Reads records ``rows`` that share the layout; returns the mask of those that do."""
     start, stop = starts[rows], stops[rows]
-    last = len(buf) - 1
-    head = np.take(buf, np.minimum(start[:, None] + np.arange(1 + width), last))
+    head = buf.take(start[:, None] + np.arange(1 + width), mode="clip")
     length = ((head[:, 1:] & 0x7F).astype(np.int64) << (7 * np.arange(width))).sum(axis=1)
     cont = np.r_[np.full(width - 1, 0x80), 0].astype(np.uint8)
     ok = (head[:, 0] == 0x0A) & ((head[:, 1:] & 0x80) == cont).all(axis=1) & (start + 1 + width + length == stop)
     base = start + 1 + width
     found = []
     for e in entries:
-        got = np.take(buf, np.minimum(base[:, None] + e.offsets, last))
+        got = buf.take(base[:, None] + e.offsets, mode="clip")  # positions past a bad record's end fail the check
         ok &= ((got & e.mask) == e.expected).all(axis=1)
-        entry_len, value_len, list_len, item_len = ((got & 0x7F).astype(np.int64) @ e.weights).T
+        entry_len, value_len, list_len, item_len = ((got & 0x7F) @ e.weights).T
         if e.feature >= 0:
             ok &= e.key_size + e.value_header + value_len == entry_len
             ok &= e.list_header + list_len == value_len
