@@ -28,7 +28,6 @@ import time
 import warnings
 from typing import Callable
 
-import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

@@ -34,7 +34,8 @@ def default_index_path(archive: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jaxdali.tools.wds2idx",
-                                     description="Writes the index of a WebDataset tar shard for fn.readers.webdataset.")
+                                     description="Writes the index of a WebDataset tar shard "
+                                                 "for fn.readers.webdataset.")
     parser.add_argument("archive", help="the tar archive")
     parser.add_argument("index", nargs="?", help="the index file to write (default: <archive name>.idx)")
     args = parser.parse_args(argv)

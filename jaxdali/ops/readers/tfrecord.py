@@ -9,6 +9,7 @@ import numpy as np
 from jaxdali import tfrecord as tfrec
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers import tfrecord_format as fmt
+from jaxdali.ops.readers.example_layout import FeatureSpans, locate_features
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.readers.ranges import read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
@@ -66,7 +67,7 @@ class TFRecordReader(Reader):
         self.names = list(self.features)
         self.keys = [n.encode() for n in self.names]
         self.defaults = [_default(n, f) for n, f in self.features.items()]
-        #: Byte layouts of recent records (see tfrecord_format.locate_features), tried first on every batch.
+        #: Byte layouts of recent records (see example_layout.locate_features), tried first on every batch.
         self.layouts: list = []
         self.num_samples = len(rows)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
@@ -90,19 +91,19 @@ class TFRecordReader(Reader):
                 fmt.check_frame(memoryview(buf[starts[i]:starts[i] + sizes[i]]), self._where(index), True)
         data_start, data_stop = starts + 12, starts + sizes - 4
         view = memoryview(blob)
-        spans, irregular = fmt.locate_features(blob, data_start, data_stop, self.keys, self.layouts)
+        spans, irregular = locate_features(blob, data_start, data_stop, self.keys, self.layouts)
         parsed = {}
         for i in irregular:
             try:
                 parsed[i] = fmt.parse_example(view[data_start[i]:data_stop[i]], dict.fromkeys(self.keys))
             except ValueError as e:
                 raise fmt.RecordError(f"{self._where(indices[i])}: {e}") from None
-        paths = self.paths
-        info = [f"{paths[f]} at index {o}" for f, o in zip(self.file_id[indices].tolist(), self.offsets[indices].tolist())]
+        paths, file_ids, offsets = self.paths, self.file_id[indices].tolist(), self.offsets[indices].tolist()
+        info = [f"{paths[f]} at index {o}" for f, o in zip(file_ids, offsets)]
         return [TensorListCPU(self._output(j, spans[j], buf, parsed, indices), source_info=info)
                 for j in range(len(self.names))]
 
-    def _output(self, j: int, span: fmt.FeatureSpans, buf: np.ndarray, parsed: dict, indices) -> np.ndarray | list:
+    def _output(self, j: int, span: FeatureSpans, buf: np.ndarray, parsed: dict, indices) -> np.ndarray | list:
         """Feature ``j`` of every record: a dense array, or a list of per-record arrays."""
         name, key, spec, default = self.names[j], self.keys[j], self.features[self.names[j]], self.defaults[j]
         n = len(indices)
@@ -134,7 +135,7 @@ class TFRecordReader(Reader):
                 samples[i] = self._shaped(values, spec, name, indices[i])
         return np.stack(samples) if spec.fixed and spec.dtype != tfrec.string else samples
 
-    def _dense(self, spec: tfrec.Feature, span: fmt.FeatureSpans, buf: np.ndarray) -> np.ndarray | None:
+    def _dense(self, spec: tfrec.Feature, span: FeatureSpans, buf: np.ndarray) -> np.ndarray | None:
         """All records' fixed-length numbers in one gather, when every one has exactly the right byte count."""
         count = int(np.prod(spec.shape))
         width = 4 if spec.dtype == tfrec.float32 else 1  # one byte per varint in the fast case

@@ -1,0 +1,250 @@
+"""Finding features in a whole batch of serialized ``tf.train.Example`` records at once.
+
+Records written by one program share their byte layout but for the lengths: the same feature
+names in the same order, each length varint of the same byte width. The walk of one record in
+Python gives that layout (where every tag, name and length sits relative to its map entry), and
+every record of the batch is then checked against it and read with a few NumPy operations per
+map entry, whatever the batch size. Records that do not match learn a layout of their own; those
+laid out otherwise than TensorFlow writes Examples are left to ``tfrecord_format.parse_example``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import numpy as np
+
+from jaxdali.ops.readers.tfrecord_format import BYTES_LIST, read_varint
+
+__all__ = ["FeatureSpans", "locate_features", "MAX_LAYOUTS"]
+
+
+class _Irregular(Exception):
+    """A record not laid out the way TensorFlow writes Examples, or malformed."""
+
+
+@dataclasses.dataclass
+class FeatureSpans:
+    """Where one feature's values sit in a batch buffer, per record (see ``locate_features``).
+
+    Attributes:
+      kind: BYTES_LIST, FLOAT_LIST or INT64_LIST; 0 where the record lacks the feature.
+      start, stop: the packed numbers, or the first string, in the buffer.
+      more_strings: the record's bytes list holds more than one string.
+      empty_list: the record's value list is empty.
+    """
+
+    kind: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    more_strings: np.ndarray
+    empty_list: np.ndarray
+
+
+@dataclasses.dataclass
+class _Entry:
+    """The byte layout of one map entry of a template record, relative to the entry's first byte.
+
+    ``offsets`` are the bytes to check: ``(byte & mask) == expected`` (constant tags and name bytes
+    are checked whole, varint bytes by their continuation bit alone, which fixes each varint's width).
+    ``weights`` decode the entry's length varints from those bytes: entry, value, list, first item.
+    """
+
+    offsets: np.ndarray
+    mask: np.ndarray
+    expected: np.ndarray
+    weights: np.ndarray
+    header: int  # bytes before the entry's content (tag + length varint)
+    feature: int  # index of the wanted feature it holds, or -1
+    kind: int = 0
+    key_size: int = 0  # bytes of the key field (tag, length, name)
+    value_header: int = 0  # tag + length varint of the value field
+    list_header: int = 0  # kind tag + length varint of the list
+    item_header: int = 0  # tag + length varint of the first item; 0 for an empty list
+    payload: int = 0  # where the first item's bytes start
+
+
+class _LayoutBuilder:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.offsets: list[int] = []
+        self.mask: list[int] = []
+        self.expected: list[int] = []
+        self.varints: list[list[int]] = []
+
+    def const(self, pos: int, base: int) -> int:
+        self.offsets.append(pos - base)
+        self.mask.append(0xFF)
+        self.expected.append(self.data[pos])
+        return self.data[pos]
+
+    def varint(self, pos: int, base: int) -> tuple[int, int]:
+        value, shift, positions = 0, 0, []
+        while True:
+            b = self.data[pos]
+            self.offsets.append(pos - base)
+            self.mask.append(0x80)
+            self.expected.append(b & 0x80)
+            positions.append(pos - base)
+            value |= (b & 0x7F) << shift
+            pos += 1
+            if b < 0x80:
+                break
+            shift += 7
+            if shift > 56:
+                raise _Irregular
+        self.varints.append(positions)
+        return value, pos
+
+    def entry(self, **fields) -> _Entry:
+        where = {o: t for t, o in enumerate(self.offsets)}
+        weights = np.zeros((len(self.offsets), 4), dtype=np.int64)
+        for v, positions in enumerate(self.varints):
+            for k, o in enumerate(positions):
+                weights[where[o], v] = 1 << (7 * k)
+        return _Entry(np.asarray(self.offsets, np.int64), np.asarray(self.mask, np.uint8),
+                      np.asarray(self.expected, np.uint8), weights, **fields)
+
+
+def _learn_layout(data: bytes, start: int, stop: int, want: Mapping[bytes, int]) -> tuple[int, list[_Entry]]:
+    """The layout of the record ``data[start:stop]``: the width of its features length and its entries."""
+    if start == stop:
+        raise _Irregular
+    b = _LayoutBuilder(data)
+    if b.const(start, start) != 0x0A:
+        raise _Irregular
+    length, p = b.varint(start + 1, start)
+    if p + length != stop:
+        raise _Irregular
+    width = p - start - 1
+    entries = []
+    while p < stop:
+        base = p
+        b = _LayoutBuilder(data)
+        if b.const(p, base) != 0x0A:
+            raise _Irregular
+        entry_len, p = b.varint(p + 1, base)
+        header = p - base
+        if b.const(p, base) != 0x0A:
+            raise _Irregular
+        key_len, q = read_varint(data, p + 1)
+        for k in range(p + 1, q + key_len):  # the name's length and bytes: the same in every record
+            b.const(k, base)
+        name = data[q:q + key_len]
+        q += key_len
+        key_size = q - p
+        j = want.get(name, -1)
+        if j < 0:
+            entries.append(b.entry(header=header, feature=-1))
+            p = base + header + entry_len
+            continue
+        if b.const(q, base) != 0x12:
+            raise _Irregular
+        value_len, r = b.varint(q + 1, base)
+        kind = b.const(r, base)
+        if kind not in (0x0A, 0x12, 0x1A) or key_size + (r - q) + value_len != entry_len:
+            raise _Irregular
+        list_len, t = b.varint(r + 1, base)
+        if (t - r) + list_len != value_len:
+            raise _Irregular
+        item_header = 0
+        payload = t - base
+        if list_len:
+            if b.const(t, base) != 0x0A:
+                raise _Irregular
+            item_len, u = b.varint(t + 1, base)
+            item_header = u - t
+            payload = u - base
+            if item_header + item_len > list_len or (item_header + item_len < list_len and kind != 0x0A):
+                raise _Irregular
+        entries.append(b.entry(header=header, feature=j, kind=kind >> 3, key_size=key_size,
+                               value_header=r - q, list_header=t - r, item_header=item_header, payload=payload))
+        p = base + header + entry_len
+    if p != stop:
+        raise _Irregular
+    return width, entries
+
+
+def _apply_layout(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, width: int, entries: list[_Entry],
+                  spans: list[FeatureSpans], rows: np.ndarray) -> np.ndarray:
+    """Reads records ``rows`` that share the layout; returns the mask of those that do."""
+    start, stop = starts[rows], stops[rows]
+    head = buf.take(start[:, None] + np.arange(1 + width), mode="clip")
+    length = ((head[:, 1:] & 0x7F).astype(np.int64) << (7 * np.arange(width))).sum(axis=1)
+    cont = np.r_[np.full(width - 1, 0x80), 0].astype(np.uint8)
+    ok = (head[:, 0] == 0x0A) & ((head[:, 1:] & 0x80) == cont).all(axis=1) & (start + 1 + width + length == stop)
+    base = start + 1 + width
+    found = []
+    for e in entries:
+        got = buf.take(base[:, None] + e.offsets, mode="clip")  # positions past a bad record's end fail the check
+        ok &= ((got & e.mask) == e.expected).all(axis=1)
+        entry_len, value_len, list_len, item_len = ((got & 0x7F) @ e.weights).T
+        if e.feature >= 0:
+            ok &= e.key_size + e.value_header + value_len == entry_len
+            ok &= e.list_header + list_len == value_len
+            if e.item_header:
+                ok &= e.item_header + item_len <= list_len if e.kind == BYTES_LIST else \
+                    e.item_header + item_len == list_len
+            else:
+                ok &= list_len == 0
+            found.append((e, base + e.payload, base + e.payload + item_len, e.item_header + item_len < list_len))
+        base = base + e.header + entry_len
+        ok &= base <= stop
+    ok &= base == stop
+    good = rows[ok]
+    for e, first, end, more in found:
+        span = spans[e.feature]
+        span.kind[good] = e.kind
+        span.start[good] = first[ok]
+        span.stop[good] = end[ok]
+        span.more_strings[good] = more[ok]
+        span.empty_list[good] = e.item_header == 0
+    return ok
+
+
+#: How many record layouts one batch may learn before the rest is parsed record by record.
+MAX_LAYOUTS = 4
+
+
+def locate_features(data: bytes, starts: np.ndarray, stops: np.ndarray, names: list[bytes],
+                    layouts: list | None = None) -> tuple[list[FeatureSpans], list[int]]:
+    """Finds features ``names`` in the serialized Examples ``data[starts[i]:stops[i]]``, all records at once.
+
+    Records written by the same program share their byte layout but for the lengths: the walk of one
+    record gives the positions of every tag, name and length relative to its entries, and all records
+    are then checked against that layout and read with a few NumPy operations per entry. Records
+    that differ (another feature set, a length of another byte width) get a layout of their own, up
+    to ``MAX_LAYOUTS`` new ones per call. ``layouts``, if given, holds the layouts to try first and
+    receives the new ones (a cache across batches; the same ``names`` every call).
+
+    Returns the spans per feature and the records left, laid out otherwise than TensorFlow writes
+    them (map entries as key then value, numbers packed in one run) or malformed, for
+    ``parse_example`` to read one by one.
+    """
+    n = len(starts)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    spans = [FeatureSpans(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool),
+                          np.zeros(n, bool)) for _ in names]
+    want = {name: j for j, name in enumerate(names)}
+    todo = np.flatnonzero(starts != stops)
+    known = layouts if layouts is not None else []
+    for layout in list(known):
+        if not len(todo):
+            break
+        todo = todo[~_apply_layout(buf, starts, stops, *layout, spans, todo)]
+    irregular: list[int] = []
+    learned = 0
+    while len(todo) and learned < MAX_LAYOUTS:
+        first = int(todo[0])
+        try:
+            layout = _learn_layout(data, int(starts[first]), int(stops[first]), want)
+        except (_Irregular, IndexError):
+            irregular.append(first)
+            todo = todo[1:]
+            continue
+        learned += 1
+        known.insert(0, layout)
+        del known[MAX_LAYOUTS:]
+        todo = todo[~_apply_layout(buf, starts, stops, *layout, spans, todo)]
+    return spans, sorted(irregular + todo.tolist())
