@@ -167,40 +167,35 @@ def _learn_layout(data: bytes, start: int, stop: int, want: Mapping[bytes, int])
 
 
 def _apply_layout(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, width: int, entries: list[_Entry],
-                  spans: list[FeatureSpans], rows: np.ndarray) -> np.ndarray:
-    """Reads records ``rows`` that share the layout; returns the mask of those that do."""
+                  rows: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
+    """Reads records ``rows`` as laid out like the template: returns the mask of those that are, and
+    per wanted feature ``(feature, kind, first byte, end, more strings, empty list)`` for them."""
     start, stop = starts[rows], stops[rows]
-    head = buf.take(start[:, None] + np.arange(1 + width), mode="clip")
-    length = ((head[:, 1:] & 0x7F).astype(np.int64) << (7 * np.arange(width))).sum(axis=1)
-    cont = np.r_[np.full(width - 1, 0x80), 0].astype(np.uint8)
-    ok = (head[:, 0] == 0x0A) & ((head[:, 1:] & 0x80) == cont).all(axis=1) & (start + 1 + width + length == stop)
+    # Example.features: tag 0x0A, then a length of `width` bytes that spans the rest of the record.
+    head = buf.take(start[:, None] + np.arange(1, 1 + width), mode="clip")
     base = start + 1 + width
+    ok = (buf[start] == 0x0A) & (((head & 0x7F) @ (1 << 7 * np.arange(width))) == stop - base)
+    ok &= ((head >> 7) == (np.arange(width) < width - 1)).all(axis=1)
     found = []
     for e in entries:
-        got = buf.take(base[:, None] + e.offsets, mode="clip")  # positions past a bad record's end fail the check
+        # Positions past a malformed record's end are clipped: that record fails a check below.
+        got = buf.take(base[:, None] + e.offsets, mode="clip")
         ok &= ((got & e.mask) == e.expected).all(axis=1)
-        entry_len, value_len, list_len, item_len = ((got & 0x7F) @ e.weights).T
+        lengths = (got & 0x7F) @ e.weights
+        entry_len = lengths[:, 0]
         if e.feature >= 0:
-            ok &= e.key_size + e.value_header + value_len == entry_len
-            ok &= e.list_header + list_len == value_len
-            if e.item_header:
-                ok &= e.item_header + item_len <= list_len if e.kind == BYTES_LIST else \
-                    e.item_header + item_len == list_len
-            else:
-                ok &= list_len == 0
-            found.append((e, base + e.payload, base + e.payload + item_len, e.item_header + item_len < list_len))
+            # entry = key + value field; value = kind tag + list; list = first item (+ more strings)
+            _, value_len, list_len, item_len = lengths.T
+            slack = list_len - item_len - e.item_header if e.item_header else list_len
+            ok &= (entry_len - value_len == e.key_size + e.value_header) & (value_len - list_len == e.list_header)
+            ok &= (slack >= 0) if e.kind == BYTES_LIST else (slack == 0)
+            found.append((e.feature, e.kind, base + e.payload, base + e.payload + item_len,
+                          slack > 0 if e.kind == BYTES_LIST else None, e.item_header == 0))
         base = base + e.header + entry_len
-        ok &= base <= stop
+    # The entries must tile the record exactly (lengths only grow base, so none ran past its end).
     ok &= base == stop
-    good = rows[ok]
-    for e, first, end, more in found:
-        span = spans[e.feature]
-        span.kind[good] = e.kind
-        span.start[good] = first[ok]
-        span.stop[good] = end[ok]
-        span.more_strings[good] = more[ok]
-        span.empty_list[good] = e.item_header == 0
-    return ok
+    return ok, [(j, kind, first[ok], end[ok], None if more is None else more[ok], empty)
+                for j, kind, first, end, more, empty in found]
 
 
 #: How many record layouts one batch may learn before the rest is parsed record by record.
@@ -224,15 +219,22 @@ def locate_features(data: bytes, starts: np.ndarray, stops: np.ndarray, names: l
     """
     n = len(starts)
     buf = np.frombuffer(data, dtype=np.uint8)
-    spans = [FeatureSpans(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool),
-                          np.zeros(n, bool)) for _ in names]
     want = {name: j for j, name in enumerate(names)}
     todo = np.flatnonzero(starts != stops)
     known = layouts if layouts is not None else []
+    results = []  # (rows read, found) per layout that matched some records
+
+    def apply(layout) -> None:
+        nonlocal todo
+        ok, found = _apply_layout(buf, starts, stops, *layout, todo)
+        if ok.any():
+            results.append((todo[ok], found))
+            todo = todo[~ok]
+
     for layout in list(known):
         if not len(todo):
             break
-        todo = todo[~_apply_layout(buf, starts, stops, *layout, spans, todo)]
+        apply(layout)
     irregular: list[int] = []
     learned = 0
     while len(todo) and learned < MAX_LAYOUTS:
@@ -246,5 +248,27 @@ def locate_features(data: bytes, starts: np.ndarray, stops: np.ndarray, names: l
         learned += 1
         known.insert(0, layout)
         del known[MAX_LAYOUTS:]
-        todo = todo[~_apply_layout(buf, starts, stops, *layout, spans, todo)]
-    return spans, sorted(irregular + todo.tolist())
+        apply(layout)
+    return _gather_spans(n, len(names), results), sorted(irregular + todo.tolist())
+
+
+def _gather_spans(n: int, features: int, results: list) -> list[FeatureSpans]:
+    if len(results) == 1 and len(results[0][0]) == n:  # one layout read every record: its arrays as they are
+        spans: list = [None] * features
+        for j, kind, first, end, more, empty in results[0][1]:
+            spans[j] = FeatureSpans(np.full(n, kind), first, end, np.zeros(n, bool) if more is None else more,
+                                    np.full(n, empty))
+        return [s if s is not None else FeatureSpans(*(np.zeros(n, np.int64),) * 3, *(np.zeros(n, bool),) * 2)
+                for s in spans]
+    spans = [FeatureSpans(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool),
+                          np.zeros(n, bool)) for _ in range(features)]
+    for rows, found in results:
+        for j, kind, first, end, more, empty in found:
+            span = spans[j]
+            span.kind[rows] = kind
+            span.start[rows] = first
+            span.stop[rows] = end
+            if more is not None:
+                span.more_strings[rows] = more
+            span.empty_list[rows] = empty
+    return spans
