@@ -512,6 +512,8 @@ DALI_ARGUMENT_INPUTS = {
     "warp_affine": {"matrix", "size"},
     "rotate": {"angle", "size"},
     "readers.file": set(),
+    "readers.tfrecord": set(),
+    "readers.webdataset": set(),
     "decoders.image": set(),
     "decoders.image_random_crop": set(),
     "image_decoder": set(),

@@ -46,6 +46,9 @@ def _check_features(features: Any) -> dict[str, tfrec.Feature]:
 
 
 class TFRecordReader(Reader):
+    """Records numbered across the files through their indexes; each batch read in few requests and
+    parsed batch-wise (``example_layout``), falling back to ``parse_example`` record by record."""
+
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args

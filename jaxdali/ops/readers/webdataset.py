@@ -21,6 +21,9 @@ _MISSING = ("", "empty", "skip", "error")
 
 
 class WebdatasetReader(Reader):
+    """Samples listed once from index files or tar headers; per sample and output, the chosen file's
+    position, so a batch is a few coalesced range reads handed out as views."""
+
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args
