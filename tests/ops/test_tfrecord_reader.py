@@ -193,14 +193,17 @@ def test_records_in_any_valid_protobuf_layout(tmp_path):
     example = odd + field(1, 2, entry("a", unpacked_ints, value_first=True) + entry("f", two_runs)
                           + entry("e", b""))
     path, index = str(tmp_path / "odd.tfrecord"), str(tmp_path / "odd.idx")
-    rows = fmt.write_tfrecord(path, [example, fmt.encode_example({"a": [7, -3], "f": [1.0, 2.0, 3.0]})])
+    empty = [fmt.encode_example({}), b"", fmt.encode_example({}), b""]  # no features, or no bytes at all
+    rows = fmt.write_tfrecord(path, [example, fmt.encode_example({"a": [7, -3], "f": [1.0, 2.0, 3.0]})] + empty)
     pathlib.Path(index).write_text(fmt.format_index(rows))
     features = {"a": tfrec.VarLenFeature(tfrec.int64, 0), "f": tfrec.VarLenFeature(tfrec.float32, 0.0),
-                "e": tfrec.VarLenFeature(tfrec.float32, 0.0)}
-    a, f, e = _pipe(fn, pipeline_def, [path], [index], features, batch_size=2)().run()
+                "e": tfrec.VarLenFeature(tfrec.float32, 0.0), "d": tfrec.FixedLenFeature([2], tfrec.int64, 4)}
+    a, f, e, d = _pipe(fn, pipeline_def, [path], [index], features, batch_size=6)().run()
     assert a.at(0).tolist() == a.at(1).tolist() == [7, -3]
     assert f.at(0).tolist() == f.at(1).tolist() == [1.0, 2.0, 3.0]
     assert e.at(0).shape == e.at(1).shape == (0,)
+    assert [a.at(i).shape for i in range(2, 6)] == [(0,)] * 4
+    assert d.as_array().tolist() == [[4, 4]] * 6
 
 
 def _run(paths, indexes, features=FEATURES, **kw):

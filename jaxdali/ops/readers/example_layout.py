@@ -44,25 +44,29 @@ class FeatureSpans:
 
 @dataclasses.dataclass
 class _Entry:
-    """The byte layout of one map entry of a template record, relative to the entry's first byte.
+    """The byte layout of one map entry of a template record, relative to the entry's base (the
+    entry's first byte; the record's first byte for the first entry, whose bytes include the
+    Example's own tag and length).
 
     ``offsets`` are the bytes to check: ``(byte & mask) == expected`` (constant tags and name bytes
     are checked whole, varint bytes by their continuation bit alone, which fixes each varint's width).
-    ``weights`` decode the entry's length varints from those bytes: entry, value, list, first item.
+    ``weights`` decode the entry's lengths from those bytes: entry, value, list and first item.
+    ``relations`` combine them into the three that must hold between nested lengths, each within
+    ``[low, high]``.
     """
 
     offsets: np.ndarray
     mask: np.ndarray
     expected: np.ndarray
     weights: np.ndarray
-    header: int  # bytes before the entry's content (tag + length varint)
+    header: int  # bytes from the base to the entry's content
     feature: int  # index of the wanted feature it holds, or -1
     kind: int = 0
-    key_size: int = 0  # bytes of the key field (tag, length, name)
-    value_header: int = 0  # tag + length varint of the value field
-    list_header: int = 0  # kind tag + length varint of the list
-    item_header: int = 0  # tag + length varint of the first item; 0 for an empty list
+    relations: np.ndarray | None = None
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
     payload: int = 0  # where the first item's bytes start
+    empty: bool = False  # the value list is empty
 
 
 class _LayoutBuilder:
@@ -79,7 +83,7 @@ class _LayoutBuilder:
         self.expected.append(self.data[pos])
         return self.data[pos]
 
-    def varint(self, pos: int, base: int) -> tuple[int, int]:
+    def varint(self, pos: int, base: int, decode: bool = True) -> tuple[int, int]:
         value, shift, positions = 0, 0, []
         while True:
             b = self.data[pos]
@@ -94,7 +98,8 @@ class _LayoutBuilder:
             shift += 7
             if shift > 56:
                 raise _Irregular
-        self.varints.append(positions)
+        if decode:
+            self.varints.append(positions)
         return value, pos
 
     def entry(self, **fields) -> _Entry:
@@ -107,25 +112,26 @@ class _LayoutBuilder:
                       np.asarray(self.expected, np.uint8), weights, **fields)
 
 
-def _learn_layout(data: bytes, start: int, stop: int, want: Mapping[bytes, int]) -> tuple[int, list[_Entry]]:
-    """The layout of the record ``data[start:stop]``: the width of its features length and its entries."""
+_ANY = 1 << 62  # no upper bound
+
+
+def _learn_layout(data: bytes, start: int, stop: int, want: Mapping[bytes, int]) -> list[_Entry]:
+    """The layout of the record ``data[start:stop]``, entry by entry."""
     if start == stop:
         raise _Irregular
-    b = _LayoutBuilder(data)
-    if b.const(start, start) != 0x0A:
+    b, base = _LayoutBuilder(data), start
+    if b.const(start, base) != 0x0A:
         raise _Irregular
-    length, p = b.varint(start + 1, start)
+    # Example.features: only its width is kept; the entries must tile the rest of the record.
+    length, p = b.varint(start + 1, base, decode=False)
     if p + length != stop:
         raise _Irregular
-    width = p - start - 1
     entries = []
     while p < stop:
-        base = p
-        b = _LayoutBuilder(data)
         if b.const(p, base) != 0x0A:
             raise _Irregular
         entry_len, p = b.varint(p + 1, base)
-        header = p - base
+        content = p
         if b.const(p, base) != 0x0A:
             raise _Irregular
         key_len, q = read_varint(data, p + 1)
@@ -136,66 +142,69 @@ def _learn_layout(data: bytes, start: int, stop: int, want: Mapping[bytes, int])
         key_size = q - p
         j = want.get(name, -1)
         if j < 0:
-            entries.append(b.entry(header=header, feature=-1))
-            p = base + header + entry_len
-            continue
-        if b.const(q, base) != 0x12:
-            raise _Irregular
-        value_len, r = b.varint(q + 1, base)
-        kind = b.const(r, base)
-        if kind not in (0x0A, 0x12, 0x1A) or key_size + (r - q) + value_len != entry_len:
-            raise _Irregular
-        list_len, t = b.varint(r + 1, base)
-        if (t - r) + list_len != value_len:
-            raise _Irregular
-        item_header = 0
-        payload = t - base
-        if list_len:
-            if b.const(t, base) != 0x0A:
+            entries.append(b.entry(header=content - base, feature=-1))
+        else:
+            if b.const(q, base) != 0x12:
                 raise _Irregular
-            item_len, u = b.varint(t + 1, base)
-            item_header = u - t
-            payload = u - base
-            if item_header + item_len > list_len or (item_header + item_len < list_len and kind != 0x0A):
+            value_len, r = b.varint(q + 1, base)
+            kind = b.const(r, base)
+            if kind not in (0x0A, 0x12, 0x1A) or key_size + (r - q) + value_len != entry_len:
                 raise _Irregular
-        entries.append(b.entry(header=header, feature=j, kind=kind >> 3, key_size=key_size,
-                               value_header=r - q, list_header=t - r, item_header=item_header, payload=payload))
-        p = base + header + entry_len
+            list_len, t = b.varint(r + 1, base)
+            if (t - r) + list_len != value_len:
+                raise _Irregular
+            # entry - value = key + value header; value - list = list header; list - item = item header
+            # (at least, for the several strings of a bytes list) or list = 0 for an empty list.
+            relations = np.array([[1, 0, 0], [-1, 1, 0], [0, -1, 1], [0, 0, -1 if list_len else 0]], np.int64)
+            low = [key_size + r - q, t - r, 0]
+            high = list(low)
+            payload = t - base
+            if list_len:
+                if b.const(t, base) != 0x0A:
+                    raise _Irregular
+                item_len, u = b.varint(t + 1, base)
+                low[2] = high[2] = u - t
+                if kind == 0x0A:
+                    high[2] = _ANY
+                payload = u - base
+                if not low[2] <= list_len - item_len <= high[2]:
+                    raise _Irregular
+            entries.append(b.entry(header=content - base, feature=j, kind=kind >> 3, relations=relations,
+                                   low=np.array(low), high=np.array(high), payload=payload, empty=not list_len))
+        p = content + entry_len
+        b, base = _LayoutBuilder(data), p
     if p != stop:
         raise _Irregular
-    return width, entries
+    if not entries:  # an Example without features: its tag and length alone
+        entries.append(b.entry(header=p - base, feature=-1))
+    return entries
 
 
-def _apply_layout(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, width: int, entries: list[_Entry],
+def _apply_layout(buf: np.ndarray, starts: np.ndarray, stops: np.ndarray, entries: list[_Entry],
                   rows: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
     """Reads records ``rows`` as laid out like the template: returns the mask of those that are, and
     per wanted feature ``(feature, kind, first byte, end, more strings, empty list)`` for them."""
-    start, stop = starts[rows], stops[rows]
-    # Example.features: tag 0x0A, then a length of `width` bytes that spans the rest of the record.
-    head = buf.take(start[:, None] + np.arange(1, 1 + width), mode="clip")
-    base = start + 1 + width
-    ok = (buf[start] == 0x0A) & (((head & 0x7F) @ (1 << 7 * np.arange(width))) == stop - base)
-    ok &= ((head >> 7) == (np.arange(width) < width - 1)).all(axis=1)
+    base = starts[rows]
+    ok = np.ones(len(rows), dtype=bool)
     found = []
     for e in entries:
-        # Positions past a malformed record's end are clipped: that record fails a check below.
+        # Positions past a malformed record's end are clipped: that record fails a check.
         got = buf.take(base[:, None] + e.offsets, mode="clip")
         ok &= ((got & e.mask) == e.expected).all(axis=1)
         lengths = (got & 0x7F) @ e.weights
-        entry_len = lengths[:, 0]
         if e.feature >= 0:
-            # entry = key + value field; value = kind tag + list; list = first item (+ more strings)
-            _, value_len, list_len, item_len = lengths.T
-            slack = list_len - item_len - e.item_header if e.item_header else list_len
-            ok &= (entry_len - value_len == e.key_size + e.value_header) & (value_len - list_len == e.list_header)
-            ok &= (slack >= 0) if e.kind == BYTES_LIST else (slack == 0)
-            found.append((e.feature, e.kind, base + e.payload, base + e.payload + item_len,
-                          slack > 0 if e.kind == BYTES_LIST else None, e.item_header == 0))
-        base = base + e.header + entry_len
+            nested = lengths @ e.relations
+            ok &= ((nested >= e.low) & (nested <= e.high)).all(axis=1)
+            first = base + e.payload
+            more = nested[:, 2] > e.low[2] if e.kind == BYTES_LIST and not e.empty else None
+            found.append((e.feature, e.kind, first, first + lengths[:, 3], more, e.empty))
+        base = base + e.header + lengths[:, 0]
     # The entries must tile the record exactly (lengths only grow base, so none ran past its end).
-    ok &= base == stop
-    return ok, [(j, kind, first[ok], end[ok], None if more is None else more[ok], empty)
-                for j, kind, first, end, more, empty in found]
+    ok &= base == stops[rows]
+    if not ok.all():
+        found = [(j, kind, first[ok], end[ok], None if more is None else more[ok], empty)
+                 for j, kind, first, end, more, empty in found]
+    return ok, found
 
 
 #: How many record layouts one batch may learn before the rest is parsed record by record.
@@ -226,8 +235,11 @@ def locate_features(data: bytes, starts: np.ndarray, stops: np.ndarray, names: l
 
     def apply(layout) -> None:
         nonlocal todo
-        ok, found = _apply_layout(buf, starts, stops, *layout, todo)
-        if ok.any():
+        ok, found = _apply_layout(buf, starts, stops, layout, todo)
+        if ok.all():
+            results.append((todo, found))
+            todo = todo[:0]
+        elif ok.any():
             results.append((todo[ok], found))
             todo = todo[~ok]
 
