@@ -8,10 +8,10 @@ files, then times, interleaved repetition by repetition:
 * tar shards: jaxdali ``fn.readers.webdataset`` vs DALI's vs the ``webdataset`` package
   (``WebDataset(urls).to_tuple("jpg", "cls")``, iterated in the main thread).
 
-Every system delivers the same raw bytes per record (no decoding). Batch 64, ``--threads`` worker
-threads. Prints a markdown table (median records/s over the repetitions, min-max, ratio to jaxdali).
+Every system delivers the same raw bytes per record (no decoding). Batch ``--batch-size`` (64),
+``--threads`` worker threads. Prints a markdown table (median records/s over the repetitions, min-max, ratio to jaxdali).
 
-    python benchmarks/bench_readers_tfrecord_wds.py [--records 4000] [--reps 5] [--batches 125]
+    python benchmarks/bench_readers_tfrecord_wds.py [--records 4000] [--reps 5] [--batches 125] [--batch-size 64]
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from jaxdali import tfrecord as tfrec  # noqa: E402
 from jaxdali.ops.readers import tfrecord_format as fmt  # noqa: E402
 from jaxdali.tools import wds2idx  # noqa: E402
 
-BATCH = 64
 FILES = 4
 
 
@@ -81,13 +80,13 @@ def write_datasets(records: list[tuple[bytes, int]], root: pathlib.Path) -> dict
     return {"tfrecord": (tfr, tfr_idx), "tar": (tars, tar_idx)}
 
 
-def _tfrecord_pipeline(lib: str, paths, indexes, threads: int):
+def _tfrecord_pipeline(lib: str, paths, indexes, threads: int, batch: int):
     if lib == "dali":
         from nvidia.dali import fn as lib_fn, pipeline_def as lib_def, tfrecord as lib_tfrec
     else:
         lib_fn, lib_def, lib_tfrec = fn, pipeline_def, tfrec
 
-    @lib_def(batch_size=BATCH, num_threads=threads, device_id=None)
+    @lib_def(batch_size=batch, num_threads=threads, device_id=None)
     def p():
         out = lib_fn.readers.tfrecord(path=paths, index_path=indexes, features={
             "image/encoded": lib_tfrec.FixedLenFeature((), lib_tfrec.string, ""),
@@ -99,13 +98,13 @@ def _tfrecord_pipeline(lib: str, paths, indexes, threads: int):
     return pipe
 
 
-def _wds_pipeline(lib: str, paths, indexes, threads: int):
+def _wds_pipeline(lib: str, paths, indexes, threads: int, batch: int):
     if lib == "dali":
         from nvidia.dali import fn as lib_fn, pipeline_def as lib_def
     else:
         lib_fn, lib_def = fn, pipeline_def
 
-    @lib_def(batch_size=BATCH, num_threads=threads, device_id=None)
+    @lib_def(batch_size=batch, num_threads=threads, device_id=None)
     def p():
         image, label = lib_fn.readers.webdataset(paths=paths, index_paths=indexes, ext=["jpg", "cls"])
         return image, label
@@ -120,7 +119,7 @@ def _rates(records: int, start: float, cpu: float) -> tuple[float, float]:
     return records / (time.perf_counter() - start), records / max(time.process_time() - cpu, 1e-9)
 
 
-def pipeline_timer(pipe, batches: int) -> Callable[[], tuple[float, float]]:
+def pipeline_timer(pipe, batches: int, batch: int) -> Callable[[], tuple[float, float]]:
     for _ in range(5):
         pipe.run()  # warm-up: empties what was prefetched while building
 
@@ -128,7 +127,7 @@ def pipeline_timer(pipe, batches: int) -> Callable[[], tuple[float, float]]:
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(batches):
             pipe.run()
-        return _rates(batches * BATCH, start, cpu)
+        return _rates(batches * batch, start, cpu)
 
     return timed
 
@@ -153,6 +152,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=4000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--batches", type=int, default=125, help="timed batches per repetition")
+    parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
@@ -162,10 +162,11 @@ def main() -> None:
         timers: dict[str, dict[str, Callable[[], tuple[float, float]]]] = {"TFRecord": {}, "WebDataset tar": {}}
         for lib in ("jaxdali", "dali"):
             try:
-                timers["TFRecord"][lib] = pipeline_timer(_tfrecord_pipeline(lib, *data["tfrecord"], args.threads),
-                                                         args.batches)
-                timers["WebDataset tar"][lib] = pipeline_timer(_wds_pipeline(lib, *data["tar"], args.threads),
-                                                               args.batches)
+                bs = args.batch_size
+                timers["TFRecord"][lib] = pipeline_timer(
+                    _tfrecord_pipeline(lib, *data["tfrecord"], args.threads, bs), args.batches, bs)
+                timers["WebDataset tar"][lib] = pipeline_timer(
+                    _wds_pipeline(lib, *data["tar"], args.threads, bs), args.batches, bs)
             except ImportError as e:
                 print(f"({lib} not measured: {e})", file=sys.stderr)
         try:
@@ -179,7 +180,7 @@ def main() -> None:
                 for system, timed in systems.items():
                     results[fmt_name][system].append(timed())
 
-    print(f"\n{args.records} records of {FILES} files, batch {BATCH}, {args.threads} threads, {args.reps} "
+    print(f"\n{args.records} records of {FILES} files, batch {args.batch_size}, {args.threads} threads, {args.reps} "
           f"interleaved repetitions. CPU rate: records per CPU-second of the process (all its threads), the "
           f"steadier measure on a shared machine.\n")
     print("| format | system | records/s (median, min-max) | jaxdali / system | records per CPU-s (median) "
