@@ -22,6 +22,8 @@ __all__ = ["external_source"]
 def _make_function(schema: OpSchema) -> Callable:
     def operator_function(*inputs: Any, **kwargs: Any):
         outputs = add_op(schema, inputs, kwargs)
+        if schema.output_names is not None:
+            return dict(zip(schema.output_names(kwargs), outputs))
         return outputs[0] if len(outputs) == 1 else outputs
 
     leaf = schema.name.rsplit(".", 1)[-1]

@@ -2,6 +2,8 @@
 
 from jaxdali.ops import arithmetic, random, transfer  # noqa: F401
 from jaxdali.ops.readers import external_source, file  # noqa: F401
+from jaxdali.ops.readers import tfrecord  # noqa: F401
+from jaxdali.ops.readers import webdataset  # noqa: F401
 from jaxdali.ops.readers import numpy_reader  # noqa: F401
 from jaxdali.ops import decoders  # noqa: F401
 from jaxdali.ops import color, geometry  # noqa: F401

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import numbers
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -216,6 +216,8 @@ class OpSchema:
       is_source: produces the batch (readers, external_source): it decides the batch size.
       output_device: where outputs live when that is not implied by the placement ("cpu" for
         the device-to-host copy).
+      output_names: for operators whose ``fn`` function returns a dict of outputs (as
+        ``fn.readers.tfrecord`` does), the output names, as a function of the call's arguments.
       seeded: takes a place in the pipeline's sequence of operator seeds. False for the implicit
         copies (``node.gpu()``, ``node.cpu()``), so moving data between host and device does not
         change the random streams of the operators defined after the move.
@@ -232,6 +234,7 @@ class OpSchema:
     rejected: Mapping[str, str] = dataclasses.field(default_factory=dict)
     is_source: bool = False
     output_device: str | None = None
+    output_names: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     seeded: bool = True
 
     def __post_init__(self):

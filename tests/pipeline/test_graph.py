@@ -514,6 +514,8 @@ DALI_ARGUMENT_INPUTS = {
     "rotate": {"angle", "size"},
     "readers.file": set(),
     "readers.numpy": {"roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape"},
+    "readers.tfrecord": set(),
+    "readers.webdataset": set(),
     "decoders.image": set(),
     "decoders.image_random_crop": set(),
     "image_decoder": set(),

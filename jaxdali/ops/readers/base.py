@@ -196,10 +196,15 @@ class Reader(Operator):
     #: follows from the pipeline's iteration.
     resharded: bool = False
 
+    #: (spec, its fields as a dict): the layout part of every state, converted once per spec.
+    _spec_fields: tuple[sampling.ShardSpec, dict] | None = None
+
     def state(self) -> dict:
         resumed = None if self.resumed_from is None else {"layout": self.resumed_from[0],
                                                           "position": self.resumed_from[1]}
-        return {"position": self.position, "layout": dataclasses.asdict(self.spec), "resumed_from": resumed,
+        if self._spec_fields is None or self._spec_fields[0] is not self.spec:
+            self._spec_fields = (self.spec, dataclasses.asdict(self.spec))
+        return {"position": self.position, "layout": dict(self._spec_fields[1]), "resumed_from": resumed,
                 "listing": self.listing, "resharded": self.resharded}
 
     def restore(self, state: dict) -> None:

@@ -1,0 +1,90 @@
+"""Reading many byte ranges of a few container files with few requests.
+
+Record readers (TFRecord, tar shards) need, per batch, dozens of small ranges that usually sit next
+to each other in one file. ``read_ranges`` merges ranges of the same file whose gaps are small into
+one ``storage.read_range`` request each (one request for a batch of consecutive records), issues the
+requests on the pipeline's worker threads and hands back the pieces as zero-copy views.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from jaxdali.ops.readers import storage
+
+__all__ = ["read_ranges", "MAX_GAP"]
+
+#: Largest gap (bytes) between two ranges of a file that is read through rather than split into two requests.
+MAX_GAP = 1 << 16
+
+
+def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                parallel_for: Callable[[Callable[[int, int], None], int], None], what: str,
+                max_gap: int = MAX_GAP) -> tuple[bytes, np.ndarray]:
+    """Reads range ``i`` = ``sizes[i]`` bytes of ``paths[file_ids[i]]`` from ``offsets[i]``, for all ``i``.
+
+    Returns ``(buffer, starts)``: one bytes object holding every range (the read itself when one
+    request covers them all) and the position of range ``i`` in it (ranges shared by several
+    requests, e.g. a repeated sample, are read once). A range that
+    the file cannot fill raises ``EOFError`` naming the file, the offset and ``what``.
+    """
+    n = len(offsets)
+    if n == 0:
+        return b"", np.zeros(0, np.int64)
+    file_ids = np.asarray(file_ids, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    ends = offsets + sizes
+    if (file_ids == file_ids[0]).all() and (offsets[1:] - ends[:-1] <= max_gap).all() and \
+            (offsets[1:] >= offsets[:-1]).all():
+        # Ranges in file order, close to each other (a batch of consecutive records): one request.
+        first, stop = int(offsets[0]), int(ends.max())
+        path = paths[file_ids[0]]
+        blob = storage.read_range(path, first, stop - first)
+        if len(blob) < stop - first:
+            bad = int(np.argmax(ends > first + len(blob)))
+            raise EOFError(f"{what}: {path!r} ends at byte {first + len(blob)}, before the end of the range at offset "
+                           f"{int(offsets[bad])} (size {int(sizes[bad])}): the file is truncated or the index is stale")
+        return blob, offsets - first
+    order = np.lexsort((offsets, file_ids))
+    f, o, e = file_ids[order], offsets[order], offsets[order] + sizes[order]
+    # A range starts a new request unless it begins within max_gap of the furthest end so far in its file.
+    new_run = np.empty(n, dtype=bool)
+    new_run[0] = True
+    np.logical_or(f[1:] != f[:-1], o[1:] > _file_running_max(f, e)[:-1] + max_gap, out=new_run[1:])
+    run_id = np.cumsum(new_run) - 1
+    heads = np.flatnonzero(new_run)
+    run_file = f[heads]
+    run_start = o[heads]
+    run_stop = np.maximum.reduceat(e, heads)
+    run_len = run_stop - run_start
+    run_pos = np.concatenate(([0], np.cumsum(run_len)[:-1]))
+    pieces: list[bytes] = [b""] * len(heads)
+
+    def read(lo: int, hi: int) -> None:
+        for r in range(lo, hi):
+            path = paths[run_file[r]]
+            data = storage.read_range(path, int(run_start[r]), int(run_len[r]))
+            got = len(data)
+            pieces[r] = data
+            if got < run_len[r]:
+                inside = np.flatnonzero((run_id == r) & (e > run_start[r] + got))
+                first = int(order[inside[0]])
+                raise EOFError(f"{what}: {path!r} ends at byte {int(run_start[r]) + got}, before the end of the "
+                               f"range at offset {int(offsets[first])} (size {int(sizes[first])}): the file is "
+                               f"truncated or the index is stale")
+
+    parallel_for(read, len(heads))
+    buffer = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    starts = np.empty(n, dtype=np.int64)
+    starts[order] = run_pos[run_id] + (o - run_start[run_id])
+    return buffer, starts
+
+
+def _file_running_max(file_ids: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The largest end so far among ranges of the same file (inputs sorted by file, then offset)."""
+    # Offsetting each file's ends by a per-file base keeps the running maximum from leaking across files.
+    base = file_ids * (int(ends.max()) + 1)
+    return np.maximum.accumulate(ends + base) - base

@@ -1,0 +1,1 @@
+"""Command-line tools: ``python -m jaxdali.tools.tfrecord2idx`` and ``python -m jaxdali.tools.wds2idx``."""

@@ -1,0 +1,58 @@
+"""readers.ranges.read_ranges: byte ranges of several files, merged into few requests, returned intact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxdali.ops.readers.ranges import read_ranges
+
+
+def _serial(fn, n):
+    fn(0, n)
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(1)
+    paths = []
+    for k in range(3):
+        path = tmp_path / f"f{k}.bin"
+        path.write_bytes(rng.integers(0, 256, 5000 + 1000 * k, dtype=np.uint8).tobytes())
+        paths.append(str(path))
+    return paths
+
+
+def _check(paths, file_ids, offsets, sizes, **kw):
+    blob, starts = read_ranges(paths, np.array(file_ids), np.array(offsets), np.array(sizes), _serial, "test", **kw)
+    for f, o, s, at in zip(file_ids, offsets, sizes, starts.tolist()):
+        with open(paths[f], "rb") as fh:
+            fh.seek(o)
+            assert blob[at:at + s] == fh.read(s)
+    return blob
+
+
+def test_consecutive_ranges_come_from_one_read(files):
+    blob = _check(files, [1] * 5, [0, 10, 30, 30, 100], [10, 20, 5, 5, 50])
+    assert len(blob) == 150  # the single request spans the first offset to the last end
+
+
+@pytest.mark.parametrize("max_gap", [0, 64, 1 << 16])
+def test_scattered_repeated_ranges_of_several_files(files, max_gap):
+    rng = np.random.default_rng(2)
+    file_ids = rng.integers(0, 3, 40).tolist()
+    offsets = rng.integers(0, 4900, 40).tolist()
+    sizes = rng.integers(0, 100, 40).tolist()
+    file_ids += file_ids[:5]  # repeated ranges, as padding repeats samples
+    offsets += offsets[:5]
+    sizes += sizes[:5]
+    blob = _check(files, file_ids, offsets, sizes, max_gap=max_gap)
+    if max_gap == 0:
+        assert len(blob) <= sum(sizes)
+
+
+def test_a_range_past_the_end_names_the_file(files):
+    with pytest.raises(EOFError, match=r"f0\.bin.* ends at byte 5000, before the end of the range at offset 4990"):
+        read_ranges(files, np.array([0]), np.array([4990]), np.array([20]), _serial, "test")
+    with pytest.raises(EOFError, match=r"f2\.bin.* ends at byte 7000"):
+        read_ranges(files, np.array([2, 0]), np.array([6990, 0]), np.array([20, 5]), _serial, "test")
