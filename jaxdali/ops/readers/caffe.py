@@ -57,9 +57,6 @@ class CaffeReader(LmdbReader):
             out.append(np.array([datum.int32(_DATUM_LABEL)], dtype=np.int32))
         return out
 
-    def layout(self, output, samples):
-        return "HWC" if self.image and output == 0 and samples and samples[0][0].ndim == 3 else ""
-
 
 CAFFE_READER = register(OpSchema(
     name="readers.caffe", impl=CaffeReader, min_inputs=0, max_inputs=0, is_source=True,
@@ -132,9 +129,6 @@ class Caffe2Reader(LmdbReader):
         dense = np.zeros(self.num_labels, np.float32)
         dense[indices] = weights[:indices.size]
         return dense
-
-    def layout(self, output, samples):
-        return "HWC" if self.image and output == 0 and samples and samples[0][0].ndim == 3 else ""
 
 
 def _label_protos(label_type: int) -> int:

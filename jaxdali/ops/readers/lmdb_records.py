@@ -11,6 +11,7 @@ LMDB is a memory-mapped local database: it is opened by the ``lmdb`` package fro
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -20,23 +21,49 @@ from jaxdali.pipeline.tensors import TensorListCPU
 __all__ = ["LmdbReader"]
 
 
-def _open(op: str, path: str):
+# The lmdb package refuses to open one environment twice in a process, and pipelines may share a
+# database (a training and a validation pipeline, a pipeline rebuilt after an error): readers share
+# one read-only environment per real path, closed when its last reader closes.
+_ENVS: dict[str, list] = {}  # real path -> [environment, number of readers]
+_ENVS_LOCK = threading.Lock()
+
+
+def _open(op: str, path: str) -> tuple[str, object]:
     try:
         import lmdb
     except ImportError:
         raise ImportError(f"fn.{op} needs the 'lmdb' package: pip install 'jaxdali[lmdb]'") from None
     if not os.path.exists(path):
         raise FileNotFoundError(f"fn.{op}: LMDB path {path!r} does not exist")
-    try:
-        return lmdb.open(path, readonly=True, lock=False, subdir=os.path.isdir(path), readahead=False,
-                         max_readers=1024)
-    except lmdb.Error as e:
-        raise OSError(f"fn.{op}: cannot open LMDB {path!r}: {e}") from None
+    real = os.path.realpath(path)
+    with _ENVS_LOCK:
+        entry = _ENVS.get(real)
+        if entry is None:
+            try:
+                env = lmdb.open(real, readonly=True, lock=False, subdir=os.path.isdir(real), readahead=False,
+                                max_readers=1024)
+            except lmdb.Error as e:
+                raise OSError(f"fn.{op}: cannot open LMDB {path!r}: {e}") from None
+            entry = _ENVS[real] = [env, 0]
+        entry[1] += 1
+        return real, entry[0]
+
+
+def _release(real: str) -> None:
+    with _ENVS_LOCK:
+        entry = _ENVS[real]
+        entry[1] -= 1
+        if entry[1] == 0:
+            entry[0].close()
+            del _ENVS[real]
 
 
 class LmdbReader(Reader):
     """A reader whose samples are the entries of the LMDBs in argument ``path``; subclasses turn a
     raw value into its outputs with ``parse(value)``."""
+
+    #: Whether the first output is the record's image.
+    image: bool = False
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -45,7 +72,12 @@ class LmdbReader(Reader):
         if not paths:
             raise ValueError(f"fn.{op}: 'path' lists no LMDB")
         self.paths = paths
-        self.envs = [_open(op, p) for p in paths]
+        self._opened: list[str] = []
+        self.envs = []
+        for p in paths:
+            real, env = _open(op, p)
+            self._opened.append(real)
+            self.envs.append(env)
         self.keys: list[list[bytes]] = []
         for env in self.envs:
             with env.begin() as txn:
@@ -89,8 +121,10 @@ class LmdbReader(Reader):
                 samples.append(self.parse(value))
             except ValueError as e:
                 raise ValueError(f"fn.{op}: record {index} ({self.source_info(index)}): {e}") from None
-        infos = [self.source_info(i) for i in indices.tolist()]
-        return [TensorListCPU([s[k] for s in samples], layout=self.layout(k, samples), source_info=infos)
+        # As in DALI, the image (the first output, when there is one) carries the record's name.
+        infos = [self.source_info(i) for i in indices.tolist()] if self.image else None
+        return [TensorListCPU([s[k] for s in samples], layout=self.layout(k, samples),
+                              source_info=infos if k == 0 else None)
                 for k in range(len(self.node.outputs))]
 
     def parse(self, value: bytes) -> tuple[np.ndarray, ...]:
@@ -98,10 +132,10 @@ class LmdbReader(Reader):
         raise NotImplementedError
 
     def layout(self, output: int, samples: list) -> str:
-        """The layout of output ``output`` ("" unless a subclass says otherwise)."""
-        return ""
+        """"HWC" for raw (3-D) images, else ""."""
+        return "HWC" if self.image and output == 0 and samples and samples[0][0].ndim == 3 else ""
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
-        self.envs = []
+        for real in self._opened:
+            _release(real)
+        self._opened, self.envs = [], []
