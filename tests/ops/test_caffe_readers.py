@@ -15,7 +15,8 @@ lmdb = pytest.importorskip("lmdb")
 import jaxdali  # noqa: E402
 from jaxdali import fn, types  # noqa: E402
 from jaxdali.ops.readers.caffe import encode_datum, encode_tensor, encode_tensor_protos  # noqa: E402
-from jaxdali.ops.readers.protowire import ProtoError, parse  # noqa: E402
+from jaxdali.ops.readers import protowire  # noqa: E402
+from jaxdali.ops.readers.protowire import ProtoError  # noqa: E402
 
 FLOAT, INT32, BYTE, STRING, INT64 = 1, 2, 3, 4, 10
 
@@ -73,22 +74,33 @@ def _assert_same(dali_batches, our_batches):
 
 # -- protobuf wire format -----------------------------------------------------------------------------------
 
-def test_protowire_matches_google_protobuf_on_a_tensor_proto():
+def _parse(*records):
+    return protowire.parse_batch(*protowire.join_records(list(records)))
+
+
+def test_protowire_matches_google_protobuf():
     struct_pb2 = pytest.importorskip("google.protobuf.struct_pb2")  # any compiled message with repeated fields
-    msg = struct_pb2.ListValue(values=[struct_pb2.Value(number_value=x) for x in (1.5, -2.0)])
-    fields = parse(msg.SerializeToString())
-    values = [parse(v) for v in fields.repeated_bytes(1)]
-    assert [v.repeated_fixed(2, np.float64).tolist() for v in values] == [[1.5], [-2.0]]
-    t = parse(encode_tensor(INT32, dims=[3], ints=[-1, 0, 300, -(2 ** 31)]))
-    assert t.repeated_varint(4, np.int32).tolist() == [-1, 0, 300, -(2 ** 31)]
-    assert t.repeated_varint(1, np.int64).tolist() == [3]
+    msgs = [struct_pb2.ListValue(values=[struct_pb2.Value(number_value=x) for x in xs]).SerializeToString()
+            for xs in ([1.5, -2.0], [], [7.25])]
+    outer = _parse(*msgs)
+    msg, start, length = outer.repeated_bytes(1)
+    assert msg.tolist() == [0, 0, 2]
+    inner = protowire.parse_batch(outer.buf, start, start + length)
+    values, of = inner.fixed(2, np.float64)
+    assert values.tolist() == [1.5, -2.0, 7.25] and of.tolist() == [0, 1, 2]
+    ints = [-1, 0, 300, -(2 ** 31), 2 ** 31 - 1]
+    t = _parse(encode_tensor(INT32, dims=[5], ints=ints), encode_tensor(INT32, ints=[]),
+               encode_tensor(INT32, ints=[5]) + protowire.encode_field(4, 9))  # packed, then one unpacked value
+    values, of = t.varints(4)
+    assert values.astype(np.int64).astype(np.int32).tolist() == ints + [5, 9] and of.tolist() == [0] * 5 + [2, 2]
+    assert t.last_varint(2).tolist() == [INT32] * 3 and t.has(1).tolist() == [True, False, False]
 
 
-@pytest.mark.parametrize("bad", [b"\x0a\x05ab", b"\x08", b"\x0b\x00", b"\x0a\x02\x08"])
-def test_protowire_rejects_truncated_or_unsupported(bad):
-    with pytest.raises(ProtoError):
-        msg = parse(bad)
-        parse(msg.bytes_field(1))
+@pytest.mark.parametrize("bad, record", [(b"\x0a\x05ab", 1), (b"\x08", 1), (b"\x0b\x00", 1), (b"\x08\x80", 1)])
+def test_protowire_names_the_bad_message(bad, record):
+    with pytest.raises(ProtoError) as e:
+        _parse(b"\x08\x01", bad)
+    assert e.value.message == record
 
 
 # -- against DALI --------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import numpy as np
 from jaxdali.ops.readers.base import LOADER_ARGS
 from jaxdali.ops.readers.lmdb_records import LmdbReader
 from jaxdali.ops.readers import protowire
+from jaxdali.ops.readers.protowire import ProtoError
+from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
 
 __all__ = ["CAFFE_READER", "CAFFE2_READER", "encode_datum", "encode_tensor", "encode_tensor_protos"]
@@ -26,8 +28,18 @@ _TYPE_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "INT32", 3: "BYTE", 4: "STRING", 5
 SINGLE_LABEL, MULTI_LABEL_SPARSE, MULTI_LABEL_DENSE, MULTI_LABEL_WEIGHTED_SPARSE, NO_LABEL = range(5)
 
 
-def _bytes_array(view: memoryview) -> np.ndarray:
-    return np.frombuffer(view, dtype=np.uint8)
+def _slices(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> list[np.ndarray]:
+    """Views of ``buf`` (the payloads of a batch: encoded images are not copied)."""
+    return [buf[s:s + n] for s, n in zip(start.tolist(), length.tolist())]
+
+
+def _first_bad(mask: np.ndarray) -> int:
+    return int(np.argmax(mask))
+
+
+def _as_int32(values: np.ndarray) -> np.ndarray:
+    """uint64 varints as int32, wrapping as protobuf's int32 does."""
+    return values.astype(np.int64).astype(np.int32)
 
 
 # -- Caffe -------------------------------------------------------------------------------------------------
@@ -37,24 +49,33 @@ class CaffeReader(LmdbReader):
         super().__init__(node, build)
         self.image, self.label = self.args["image_available"], self.args["label_available"]
 
-    def parse(self, value):
-        datum = protowire.parse(value)
+    def decode(self, records):
+        buf, starts, ends = protowire.join_records(records)
+        datum = protowire.parse_batch(buf, starts, ends)
         out = []
         if self.image:
-            data = datum.bytes_field(_DATUM_DATA)
-            if data is None:
-                raise ValueError("the Datum has no image data (field 'data'); set image_available=False")
-            image = _bytes_array(data)
-            if datum.has(_DATUM_ENCODED) and not datum.varint(_DATUM_ENCODED):
-                shape = (datum.int32(_DATUM_HEIGHT), datum.int32(_DATUM_WIDTH), datum.int32(_DATUM_CHANNELS))
-                if int(np.prod(shape)) != image.size:
-                    raise ValueError(f"raw Datum of height, width, channels {shape} holds {image.size} bytes")
-                image = image.reshape(shape)
-            out.append(image)
+            start, length, present = datum.bytes_field(_DATUM_DATA)
+            if not present.all():
+                raise ProtoError("the Datum has no image data (field 'data'); set image_available=False",
+                                 _first_bad(~present))
+            raw = datum.has(_DATUM_ENCODED) & (datum.last_varint(_DATUM_ENCODED, 1) == 0)
+            images = _slices(buf, start, length)
+            if raw.any():
+                shape = np.stack([_as_int32(datum.last_varint(f)) for f in (_DATUM_HEIGHT, _DATUM_WIDTH,
+                                                                            _DATUM_CHANNELS)], axis=1)
+                wrong = raw & (shape.astype(np.int64).prod(axis=1) != length)
+                if wrong.any():
+                    i = _first_bad(wrong)
+                    raise ProtoError(f"raw Datum of height, width, channels {shape[i].tolist()} holds "
+                                     f"{int(length[i])} bytes", i)
+                for i in np.flatnonzero(raw).tolist():
+                    images[i] = images[i].reshape(shape[i])
+            out.append(TensorListCPU(images, layout="HWC" if raw.all() else ""))
         if self.label:
-            if not datum.has(_DATUM_LABEL):
-                raise ValueError("the Datum has no label; set label_available=False")
-            out.append(np.array([datum.int32(_DATUM_LABEL)], dtype=np.int32))
+            present = datum.has(_DATUM_LABEL)
+            if not present.all():
+                raise ProtoError("the Datum has no label; set label_available=False", _first_bad(~present))
+            out.append(TensorListCPU(_as_int32(datum.last_varint(_DATUM_LABEL)).reshape(-1, 1)))
         return out
 
 
@@ -80,92 +101,135 @@ class Caffe2Reader(LmdbReader):
         self.image, self.label_type, self.num_labels = a["image_available"], a["label_type"], a["num_labels"]
         self.additional, self.bbox = a["additional_inputs"], a["bbox"]
 
-    def parse(self, value):
-        protos = [protowire.parse(p) for p in protowire.parse(value).repeated_bytes(1)]
-        needed = (int(self.image) + _label_protos(self.label_type) + self.additional + int(self.bbox))
-        if len(protos) < needed:
-            raise ValueError(f"the TensorProtos holds {len(protos)} tensors, the arguments (image_available, "
-                             f"label_type, additional_inputs, bbox) need {needed}")
-        out, i = [], 0
+    def decode(self, records):
+        buf, starts, ends = protowire.join_records(records)
+        n = len(records)
+        protos = protowire.parse_batch(buf, starts, ends)
+        msg, start, length = protos.repeated_bytes(1)
+        counts, first = protowire.values_per_message(start, msg, n)
+        needed = int(self.image) + _label_protos(self.label_type) + self.additional + int(self.bbox)
+        short = counts < needed
+        if short.any():
+            i = _first_bad(short)
+            raise ProtoError(f"the TensorProtos holds {int(counts[i])} tensors, the arguments (image_available, "
+                             f"label_type, additional_inputs, bbox) need {needed}", i)
+        # Tensor k of every record, parsed together.
+        tensors = [protowire.parse_batch(buf, start[first + k], start[first + k] + length[first + k])
+                   for k in range(needed)]
+        out, k = [], 0
         if self.image:
-            out.append(_image(protos[0]))
-            i = 1
+            out.append(_images(buf, tensors[0]))
+            k = 1
         if self.label_type != NO_LABEL:
-            out.append(self._label(protos, i))
-            i += _label_protos(self.label_type)
-        for k in range(self.additional):
-            out.append(_numbers(protos[i], f"additional input {k}", (FLOAT, INT32, INT64)))
-            i += 1
+            out.append(self._labels(tensors, k))
+            k += _label_protos(self.label_type)
+        for j in range(self.additional):
+            out.append(_batch(*_numbers(tensors[k], f"additional input {j}", (FLOAT, INT32, INT64)), n))
+            k += 1
         if self.bbox:
-            box = _numbers(protos[i], "bbox", (INT32,))
-            if box.size != 4:
-                raise ValueError(f"the bbox tensor has {box.size} values, expected 4")
-            out.append(box)
+            dtype, values, msg = _numbers(tensors[k], "bbox", (INT32,))
+            counts, _ = protowire.values_per_message(values, msg, n)
+            if np.any(counts != 4):
+                i = _first_bad(counts != 4)
+                raise ProtoError(f"the bbox tensor has {int(counts[i])} values, expected 4", i)
+            out.append(TensorListCPU(values.reshape(n, 4)))
         return out
 
-    def _label(self, protos, i):
-        proto = protos[i]
-        kind = proto.varint(_T_DATA_TYPE, FLOAT)
-        if kind not in (FLOAT, INT32):
-            raise ValueError(f"the label tensor has data type {_TYPE_NAMES.get(kind, kind)}, expected FLOAT or INT32")
-        values = _numbers(proto, "label", (FLOAT, INT32))
+    def _labels(self, tensors, k):
+        dtype, values, msg = _numbers(tensors[k], "label", (FLOAT, INT32))
+        n = tensors[k].n
+        counts, first = protowire.values_per_message(values, msg, n)
         if self.label_type == SINGLE_LABEL:
-            if values.size != 1:
-                raise ValueError(f"label_type=0 (single label) needs exactly one label value, got {values.size}")
-            return values
+            if np.any(counts != 1):
+                i = _first_bad(counts != 1)
+                raise ProtoError(f"label_type=0 (single label) needs exactly one label value, got {int(counts[i])}", i)
+            return TensorListCPU(values.reshape(n, 1))
         if self.label_type == MULTI_LABEL_DENSE:
-            return values
+            return _batch(dtype, values, msg, n)
         indices = values.astype(np.int64)
-        if indices.size and (indices.min() < 0 or indices.max() >= self.num_labels):
-            bad = indices[(indices < 0) | (indices >= self.num_labels)][0]
-            raise ValueError(f"sparse label index {int(bad)} is outside [0, num_labels={self.num_labels})")
+        outside = (indices < 0) | (indices >= self.num_labels)
+        if outside.any():
+            j = _first_bad(outside)
+            raise ProtoError(f"sparse label index {int(indices[j])} is outside [0, num_labels={self.num_labels})",
+                             int(msg[j]))
         if self.label_type == MULTI_LABEL_SPARSE:
-            dense = np.zeros(self.num_labels, values.dtype)
-            dense[indices] = 1
-            return dense
-        weights = _numbers(protos[i + 1], "label weights", (FLOAT,))
-        if weights.size < indices.size:
-            raise ValueError(f"{indices.size} sparse label indices but {weights.size} weights")
-        dense = np.zeros(self.num_labels, np.float32)
-        dense[indices] = weights[:indices.size]
-        return dense
+            dense = np.zeros((n, self.num_labels), dtype)
+            dense[msg, indices] = 1
+            return TensorListCPU(dense)
+        _, weights, weight_msg = _numbers(tensors[k + 1], "label weights", (FLOAT,))
+        weight_counts, weight_first = protowire.values_per_message(weights, weight_msg, n)
+        missing = weight_counts < counts
+        if missing.any():
+            i = _first_bad(missing)
+            raise ProtoError(f"{int(counts[i])} sparse label indices but {int(weight_counts[i])} weights", i)
+        rank = np.arange(len(values)) - first[msg]
+        dense = np.zeros((n, self.num_labels), np.float32)
+        dense[msg, indices] = weights[weight_first[msg] + rank]
+        return TensorListCPU(dense)
 
 
 def _label_protos(label_type: int) -> int:
     return {NO_LABEL: 0, MULTI_LABEL_WEIGHTED_SPARSE: 2}.get(label_type, 1)
 
 
-def _image(proto: protowire.Message) -> np.ndarray:
-    kind = proto.varint(_T_DATA_TYPE, FLOAT)
-    if kind == STRING:
-        strings = proto.repeated_bytes(_T_STRING)
-        if not strings:
-            raise ValueError("the image tensor (STRING) has no string_data")
-        return _bytes_array(strings[0])
-    if kind == BYTE:
-        dims = proto.repeated_varint(_T_DIMS, np.int64)
-        if dims.size not in (2, 3):
-            raise ValueError(f"the raw image tensor (BYTE) has dims {dims.tolist()}, expected [H, W] or [H, W, C]")
-        shape = (int(dims[0]), int(dims[1]), int(dims[2]) if dims.size == 3 else 1)
-        data = proto.bytes_field(_T_BYTE)
-        data = _bytes_array(data) if data is not None else np.zeros(0, np.uint8)
-        if data.size != int(np.prod(shape)):
-            raise ValueError(f"the raw image tensor (BYTE) of dims {list(shape)} holds {data.size} bytes")
-        return data.reshape(shape)
-    raise ValueError(f"the image tensor has data type {_TYPE_NAMES.get(kind, kind)}, expected STRING (encoded) "
-                     "or BYTE (raw)")
+def _images(buf: np.ndarray, tensor: protowire.Messages) -> TensorListCPU:
+    kind = tensor.last_varint(_T_DATA_TYPE, FLOAT)
+    wrong = (kind != STRING) & (kind != BYTE)
+    if wrong.any():
+        i = _first_bad(wrong)
+        raise ProtoError(f"the image tensor has data type {_TYPE_NAMES.get(int(kind[i]), int(kind[i]))}, expected "
+                         "STRING (encoded) or BYTE (raw)", i)
+    start, length, present = tensor.bytes_field(_T_STRING, first=True)
+    missing = (kind == STRING) & ~present
+    if missing.any():
+        raise ProtoError("the image tensor (STRING) has no string_data", _first_bad(missing))
+    raw = kind == BYTE
+    if raw.any():
+        byte_start, byte_length, _ = tensor.bytes_field(_T_BYTE)
+        start, length = np.where(raw, byte_start, start), np.where(raw, byte_length, length)
+    images = _slices(buf, start, length)
+    if raw.any():
+        dims, dims_msg = tensor.varints(_T_DIMS)
+        dims = dims.astype(np.int64)
+        counts, first = protowire.values_per_message(dims, dims_msg, tensor.n)
+        for i in np.flatnonzero(raw).tolist():
+            d = dims[first[i]:first[i] + counts[i]].tolist()
+            if len(d) not in (2, 3):
+                raise ProtoError(f"the raw image tensor (BYTE) has dims {d}, expected [H, W] or [H, W, C]", i)
+            shape = (d[0], d[1], d[2] if len(d) == 3 else 1)
+            if images[i].size != shape[0] * shape[1] * shape[2]:
+                raise ProtoError(f"the raw image tensor (BYTE) of dims {list(shape)} holds {images[i].size} bytes", i)
+            images[i] = images[i].reshape(shape)
+    return TensorListCPU(images, layout="HWC" if raw.all() else "")
 
 
-def _numbers(proto: protowire.Message, what: str, allowed: tuple[int, ...]) -> np.ndarray:
-    kind = proto.varint(_T_DATA_TYPE, FLOAT)
-    if kind not in allowed:
+def _numbers(tensor: protowire.Messages, what: str, allowed: tuple[int, ...]):
+    """(dtype, values, message of each value) of a numeric tensor in every record; one data type per batch."""
+    kinds = tensor.last_varint(_T_DATA_TYPE, FLOAT)
+    wrong = ~np.isin(kinds, allowed)
+    if wrong.any():
+        i = _first_bad(wrong)
         names = " or ".join(_TYPE_NAMES[k] for k in allowed)
-        raise ValueError(f"the {what} tensor has data type {_TYPE_NAMES.get(kind, kind)}, expected {names}")
+        raise ProtoError(f"the {what} tensor has data type {_TYPE_NAMES.get(int(kinds[i]), int(kinds[i]))}, "
+                         f"expected {names}", i)
+    kind = int(kinds[0])
+    if np.any(kinds != kind):
+        raise ProtoError(f"the {what} tensor has data type {_TYPE_NAMES[int(kinds[_first_bad(kinds != kind)])]} "
+                         f"here and {_TYPE_NAMES[kind]} in the first record of the batch", _first_bad(kinds != kind))
     if kind == FLOAT:
-        return proto.repeated_fixed(_T_FLOAT, np.float32)
-    if kind == INT32:
-        return proto.repeated_varint(_T_INT32, np.int32)
-    return proto.repeated_varint(_T_INT64, np.int64)
+        values, msg = tensor.fixed(_T_FLOAT, np.float32)
+        return np.dtype(np.float32), values, msg
+    number, dtype = (_T_INT32, np.int32) if kind == INT32 else (_T_INT64, np.int64)
+    values, msg = tensor.varints(number)
+    return np.dtype(dtype), values.astype(np.int64).astype(dtype), msg
+
+
+def _batch(dtype, values: np.ndarray, msg: np.ndarray, n: int) -> TensorListCPU:
+    """Per-record runs of ``values`` as a batch of ``n``: dense when all records hold as many values."""
+    counts, first = protowire.values_per_message(values, msg, n)
+    if counts.size and np.all(counts == counts[0]):
+        return TensorListCPU(values.reshape(len(counts), int(counts[0])))
+    return TensorListCPU([values[f:f + c] for f, c in zip(first.tolist(), counts.tolist())])
 
 
 CAFFE2_READER = register(OpSchema(

@@ -16,6 +16,7 @@ import threading
 import numpy as np
 
 from jaxdali.ops.readers.base import Reader
+from jaxdali.ops.readers.protowire import ProtoError
 from jaxdali.pipeline.tensors import TensorListCPU
 
 __all__ = ["LmdbReader"]
@@ -60,7 +61,7 @@ def _release(real: str) -> None:
 
 class LmdbReader(Reader):
     """A reader whose samples are the entries of the LMDBs in argument ``path``; subclasses turn a
-    raw value into its outputs with ``parse(value)``."""
+    batch of raw values into output batches with ``decode(records)``."""
 
     #: Whether the first output is the record's image.
     image: bool = False
@@ -114,26 +115,24 @@ class LmdbReader(Reader):
         return values
 
     def load(self, ctx, indices):
-        op = self.node.schema.name
-        samples = []
-        for index, value in zip(indices.tolist(), self.read(indices)):
-            try:
-                samples.append(self.parse(value))
-            except ValueError as e:
-                raise ValueError(f"fn.{op}: record {index} ({self.source_info(index)}): {e}") from None
-        # As in DALI, the image (the first output, when there is one) carries the record's name.
-        infos = [self.source_info(i) for i in indices.tolist()] if self.image else None
-        return [TensorListCPU([s[k] for s in samples], layout=self.layout(k, samples),
-                              source_info=infos if k == 0 else None)
-                for k in range(len(self.node.outputs))]
+        index_list = indices.tolist()
+        records = self.read(indices)
+        try:
+            outputs = self.decode(records)
+        except ProtoError as e:
+            index = index_list[e.message]
+            raise ValueError(f"fn.{self.node.schema.name}: record {index} ({self.source_info(index)}): {e}") from None
+        if self.image:  # as in DALI, the image carries the record's name
+            db_of, local = self._locate(indices)
+            paths, keys = self.paths, self.keys
+            outputs[0].source_info = [f"{paths[d]} at key {keys[d][j].decode('utf-8', 'replace')}"
+                                      for d, j in zip(db_of.tolist(), local.tolist())]
+        return outputs
 
-    def parse(self, value: bytes) -> tuple[np.ndarray, ...]:
-        """One output array per output, from one raw value; raises ValueError on a bad record."""
+    def decode(self, records: list[bytes]) -> list[TensorListCPU]:
+        """The output batches of a batch of raw values; a bad record raises ProtoError naming its
+        position in ``records``."""
         raise NotImplementedError
-
-    def layout(self, output: int, samples: list) -> str:
-        """"HWC" for raw (3-D) images, else ""."""
-        return "HWC" if self.image and output == 0 and samples and samples[0][0].ndim == 3 else ""
 
     def close(self) -> None:
         for real in self._opened:
