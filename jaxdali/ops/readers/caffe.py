@@ -206,7 +206,9 @@ def _images(buf: np.ndarray, tensor: protowire.Messages) -> TensorListCPU:
 def _numbers(tensor: protowire.Messages, what: str, allowed: tuple[int, ...]):
     """(dtype, values, message of each value) of a numeric tensor in every record; one data type per batch."""
     kinds = tensor.last_varint(_T_DATA_TYPE, FLOAT)
-    wrong = ~np.isin(kinds, allowed)
+    wrong = kinds != allowed[0]
+    for k in allowed[1:]:
+        wrong &= kinds != k
     if wrong.any():
         i = _first_bad(wrong)
         names = " or ".join(_TYPE_NAMES[k] for k in allowed)

@@ -89,6 +89,7 @@ class LmdbReader(Reader):
         #: First global index of each database (and the total at the end).
         self.offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.num_samples = int(self.offsets[-1])
+        self._name_prefixes = [f"{p} at key " for p in paths]
         self._init_sampling()
 
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,16 +103,21 @@ class LmdbReader(Reader):
         return f"{self.paths[db[0]]} at key {key.decode('utf-8', 'replace')}"
 
     def read(self, indices: np.ndarray) -> list[bytes]:
-        """The raw values of the entries at ``indices``, in that order."""
+        """The raw values of the entries at ``indices``, in that order (one lookup call per database)."""
         db_of, local = self._locate(indices)
         values: list = [None] * len(indices)
-        for db in np.unique(db_of):
+        for db in np.unique(db_of).tolist():
             where = np.flatnonzero(db_of == db)
             keys = self.keys[db]
+            wanted = [keys[j] for j in local[where].tolist()]
             with self.envs[db].begin() as txn:
-                get = txn.get
-                for i, j in zip(where.tolist(), local[where].tolist()):
-                    values[i] = get(keys[j])
+                found = txn.cursor().getmulti(wanted)
+            if len(found) != len(wanted):
+                missing = sorted(set(wanted) - {k for k, _ in found})[0]
+                raise KeyError(f"fn.{self.node.schema.name}: key {missing!r} of {self.paths[db]!r} disappeared "
+                               "while reading (the database changed after the reader was built)")
+            for i, (_, value) in zip(where.tolist(), found):
+                values[i] = value
         return values
 
     def load(self, ctx, indices):
@@ -124,8 +130,8 @@ class LmdbReader(Reader):
             raise ValueError(f"fn.{self.node.schema.name}: record {index} ({self.source_info(index)}): {e}") from None
         if self.image:  # as in DALI, the image carries the record's name
             db_of, local = self._locate(indices)
-            paths, keys = self.paths, self.keys
-            outputs[0].source_info = [f"{paths[d]} at key {keys[d][j].decode('utf-8', 'replace')}"
+            prefixes, keys = self._name_prefixes, self.keys
+            outputs[0].source_info = [prefixes[d] + keys[d][j].decode("utf-8", "replace")
                                       for d, j in zip(db_of.tolist(), local.tolist())]
         return outputs
 

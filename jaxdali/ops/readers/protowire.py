@@ -43,6 +43,11 @@ def join_records(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _varints_at(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray, ids: np.ndarray, what: str):
     """The varints starting at ``pos`` (each must end before ``limit``): values and byte lengths."""
+    first = buf[pos]
+    if not (first & 0x80).any():  # all one byte long: field keys, small values and lengths
+        if np.any(pos >= limit):
+            raise ProtoError(f"truncated {what}", int(ids[np.argmax(pos >= limit)]))
+        return first.astype(np.uint64), np.ones(pos.size, np.int64)
     window = buf[pos[:, None] + _WINDOW]
     last = window < 0x80
     length = last.argmax(axis=1) + 1
@@ -66,7 +71,10 @@ class Messages:
 
     def _rows(self, number: int, wires: tuple[int, ...]) -> np.ndarray:
         rows = np.flatnonzero(self.number == number)
-        wrong = ~np.isin(self.wire[rows], wires)
+        wire = self.wire[rows]
+        wrong = wire != wires[0]
+        for w in wires[1:]:
+            wrong &= wire != w
         if wrong.any():
             r = rows[wrong.argmax()]
             raise ProtoError(f"field {number} has wire type {int(self.wire[r])}, expected {wires}", int(self.msg[r]))
@@ -177,7 +185,7 @@ def parse_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Messag
         key, size = _varints_at(buf, p, lim, active, "field key")
         p = p + size
         wire, number = (key & np.uint64(7)).astype(np.uint8), (key >> np.uint64(3)).astype(np.int64)
-        bad = (number == 0) | ~np.isin(wire, (VARINT, FIXED64, LENGTH_DELIMITED, FIXED32))
+        bad = (number == 0) | (wire > FIXED32) | (wire == 3) | (wire == 4)
         if bad.any():
             i = bad.argmax()
             raise ProtoError(f"field {int(number[i])}: unsupported wire type {int(wire[i])}", int(active[i]))
