@@ -113,9 +113,13 @@ class Caffe2Reader(LmdbReader):
             i = _first_bad(short)
             raise ProtoError(f"the TensorProtos holds {int(counts[i])} tensors, the arguments (image_available, "
                              f"label_type, additional_inputs, bbox) need {needed}", i)
-        # Tensor k of every record, parsed together.
-        tensors = [protowire.parse_batch(buf, start[first + k], start[first + k] + length[first + k])
-                   for k in range(needed)]
+        # The tensors of every record parsed together: message k * n + i is tensor k of record i.
+        slots = np.concatenate([first + k for k in range(needed)])
+        try:
+            every = protowire.parse_batch(buf, start[slots], start[slots] + length[slots])
+        except ProtoError as e:
+            raise ProtoError(str(e), e.message % n) from None
+        tensors = [every.part(k * n, n) for k in range(needed)]
         out, k = [], 0
         if self.image:
             out.append(_images(buf, tensors[0]))

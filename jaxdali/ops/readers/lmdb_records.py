@@ -10,6 +10,7 @@ LMDB is a memory-mapped local database: it is opened by the ``lmdb`` package fro
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 
@@ -59,6 +60,13 @@ def _release(real: str) -> None:
             del _ENVS[real]
 
 
+def _pick(items: list, positions: list[int]) -> list:
+    """``[items[p] for p in positions]`` in one C call."""
+    if len(positions) == 1:
+        return [items[positions[0]]]
+    return list(operator.itemgetter(*positions)(items)) if positions else []
+
+
 class LmdbReader(Reader):
     """A reader whose samples are the entries of the LMDBs in argument ``path``; subclasses turn a
     batch of raw values into output batches with ``decode(records)``."""
@@ -105,20 +113,24 @@ class LmdbReader(Reader):
     def read(self, indices: np.ndarray) -> list[bytes]:
         """The raw values of the entries at ``indices``, in that order (one lookup call per database)."""
         db_of, local = self._locate(indices)
+        if len(self.envs) == 1:
+            return self._read_db(0, local.tolist())
         values: list = [None] * len(indices)
         for db in np.unique(db_of).tolist():
             where = np.flatnonzero(db_of == db)
-            keys = self.keys[db]
-            wanted = [keys[j] for j in local[where].tolist()]
-            with self.envs[db].begin() as txn:
-                found = txn.cursor().getmulti(wanted)
-            if len(found) != len(wanted):
-                missing = sorted(set(wanted) - {k for k, _ in found})[0]
-                raise KeyError(f"fn.{self.node.schema.name}: key {missing!r} of {self.paths[db]!r} disappeared "
-                               "while reading (the database changed after the reader was built)")
-            for i, (_, value) in zip(where.tolist(), found):
+            for i, value in zip(where.tolist(), self._read_db(db, local[where].tolist())):
                 values[i] = value
         return values
+
+    def _read_db(self, db: int, local: list[int]) -> list[bytes]:
+        wanted = _pick(self.keys[db], local)
+        with self.envs[db].begin() as txn:
+            found = txn.cursor().getmulti(wanted)
+        if len(found) != len(wanted):
+            missing = sorted(set(wanted) - {k for k, _ in found})[0]
+            raise KeyError(f"fn.{self.node.schema.name}: key {missing!r} of {self.paths[db]!r} disappeared "
+                           "while reading (the database changed after the reader was built)")
+        return [value for _, value in found]
 
     def load(self, ctx, indices):
         index_list = indices.tolist()
@@ -131,8 +143,13 @@ class LmdbReader(Reader):
         if self.image:  # as in DALI, the image carries the record's name
             db_of, local = self._locate(indices)
             prefixes, keys = self._name_prefixes, self.keys
-            outputs[0].source_info = [prefixes[d] + keys[d][j].decode("utf-8", "replace")
-                                      for d, j in zip(db_of.tolist(), local.tolist())]
+            if len(keys) == 1:
+                prefix = prefixes[0]
+                names = [prefix + key.decode("utf-8", "replace") for key in _pick(keys[0], local.tolist())]
+            else:
+                names = [prefixes[d] + keys[d][j].decode("utf-8", "replace")
+                         for d, j in zip(db_of.tolist(), local.tolist())]
+            outputs[0].source_info = names
         return outputs
 
     def decode(self, records: list[bytes]) -> list[TensorListCPU]:

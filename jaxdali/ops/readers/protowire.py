@@ -20,7 +20,7 @@ __all__ = ["ProtoError", "Messages", "parse_batch", "join_records", "values_per_
            "encode_varint", "encode_field", "encode_packed"]
 
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
-_PAD = 10  # bytes after the last record, so a 10-byte varint window never leaves the buffer
+_PADDING = bytes(10)  # after the last record, so a 10-byte varint window never leaves the buffer
 _WINDOW = np.arange(10)
 _SHIFTS = (7 * np.arange(10)).astype(np.uint64)
 
@@ -35,9 +35,9 @@ class ProtoError(ValueError):
 
 def join_records(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One uint8 buffer holding ``records`` back to back (plus padding), and each one's (start, end)."""
-    lengths = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
+    lengths = np.array(list(map(len, records)), dtype=np.int64)
     ends = np.cumsum(lengths)
-    buf = np.frombuffer(b"".join(records) + bytes(_PAD), dtype=np.uint8)
+    buf = np.frombuffer(b"".join([*records, _PADDING]), dtype=np.uint8)
     return buf, ends - lengths, ends
 
 
@@ -68,6 +68,12 @@ class Messages:
         self.buf, self.n = buf, n
         self.msg, self.number, self.wire, self.value, self.start, self.length = (
             msg, number, wire, value, start, length)
+
+    def part(self, first: int, count: int) -> "Messages":
+        """Messages ``first`` to ``first + count - 1`` as a batch of their own (renumbered from 0)."""
+        lo, hi = np.searchsorted(self.msg, [first, first + count])
+        return Messages(self.buf, count, self.msg[lo:hi] - first, self.number[lo:hi], self.wire[lo:hi],
+                        self.value[lo:hi], self.start[lo:hi], self.length[lo:hi])
 
     def _rows(self, number: int, wires: tuple[int, ...]) -> np.ndarray:
         rows = np.flatnonzero(self.number == number)
@@ -160,17 +166,20 @@ def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
 
 def _decode_varints(payload: np.ndarray, ends: np.ndarray, message: int) -> np.ndarray:
     """Concatenated varints ending at the byte indices ``ends`` (bytes below 0x80)."""
-    if ends.size == 0:
-        return np.zeros(0, np.uint64)
+    if ends.size == payload.size:  # all one byte long
+        return payload.astype(np.uint64)
     starts = np.concatenate(([0], ends[:-1] + 1))
     sizes = ends - starts + 1
     if np.any(sizes > 10):
         raise ProtoError("packed varint longer than 10 bytes", message)
-    group = np.repeat(np.arange(ends.size), sizes)
-    shift = (np.arange(payload.size) - starts[group]).astype(np.uint64) * np.uint64(7)
-    out = np.zeros(ends.size, np.uint64)
-    np.add.at(out, group, (payload & 0x7F).astype(np.uint64) << shift)
-    return out
+    shift = (np.arange(payload.size) - np.repeat(starts, sizes)).astype(np.uint64) * np.uint64(7)
+    return np.bitwise_or.reduceat((payload & 0x7F).astype(np.uint64) << shift, starts)
+
+
+_VALID_WIRE = np.zeros(8, bool)
+_VALID_WIRE[[VARINT, FIXED64, LENGTH_DELIMITED, FIXED32]] = True
+_FIXED_SIZE = np.zeros(8, np.int64)
+_FIXED_SIZE[FIXED32], _FIXED_SIZE[FIXED64] = 4, 8
 
 
 def parse_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Messages:
@@ -183,24 +192,35 @@ def parse_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Messag
     while active.size:
         p, lim = pos[active], ends[active]
         key, size = _varints_at(buf, p, lim, active, "field key")
-        p = p + size
+        p += size
         wire, number = (key & np.uint64(7)).astype(np.uint8), (key >> np.uint64(3)).astype(np.int64)
-        bad = (number == 0) | (wire > FIXED32) | (wire == 3) | (wire == 4)
+        bad = ~_VALID_WIRE[wire] | (number == 0)
         if bad.any():
             i = bad.argmax()
             raise ProtoError(f"field {int(number[i])}: unsupported wire type {int(wire[i])}", int(active[i]))
+        kinds = np.unique(wire) if wire.size > 1 and (wire != wire[0]).any() else wire[:1]
         value = np.zeros(active.size, np.uint64)
-        length = np.zeros(active.size, np.int64)
-        is_varint, is_bytes = wire == VARINT, wire == LENGTH_DELIMITED
-        for mask, what in ((is_varint, "varint"), (is_bytes, "length")):
-            if mask.any():
+        length = _FIXED_SIZE[wire]
+        for kind in kinds.tolist():
+            if kind not in (VARINT, LENGTH_DELIMITED):
+                continue
+            what = "varint" if kind == VARINT else "length"
+            if len(kinds) == 1:  # every message is at the same kind of field: no masking
+                v, s = _varints_at(buf, p, lim, active, what)
+                p += s
+            else:
+                mask = wire == kind
                 v, s = _varints_at(buf, p[mask], lim[mask], active[mask], what)
                 p[mask] += s
-                if what == "varint":
-                    value[mask] = v
+            if kind == VARINT:
+                if len(kinds) == 1:
+                    value = v
                 else:
-                    length[mask] = v.astype(np.int64)
-        length[wire == FIXED32], length[wire == FIXED64] = 4, 8
+                    value[mask] = v
+            elif len(kinds) == 1:
+                length = v.astype(np.int64)
+            else:
+                length[mask] = v.astype(np.int64)
         over = p + length > lim
         if over.any():
             i = over.argmax()
@@ -209,13 +229,15 @@ def parse_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Messag
         for col, data in zip(cols, (active, number, wire, value, p, length)):
             col.append(data)
         pos[active] = p + length
-        active = active[pos[active] < ends[active]]
+        active = active[pos[active] < lim]
     if not cols[0]:
         empty = np.zeros(0, np.int64)
         return Messages(buf, n, empty, empty, empty.astype(np.uint8), empty.astype(np.uint64), empty, empty)
-    msg, number, wire, value, start, length = (np.concatenate(c) for c in cols)
-    order = np.argsort(msg, kind="stable")  # message by message, fields in record order
-    return Messages(buf, n, msg[order], number[order], wire[order], value[order], start[order], length[order])
+    msg, number, wire, value, start, length = (np.concatenate(c) if len(c) > 1 else c[0] for c in cols)
+    if len(cols[0]) > 1:
+        order = np.argsort(msg, kind="stable")  # message by message, fields in record order
+        msg, number, wire, value, start, length = (a[order] for a in (msg, number, wire, value, start, length))
+    return Messages(buf, n, msg, number, wire, value, start, length)
 
 
 def values_per_message(values: np.ndarray, msg: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
