@@ -171,6 +171,10 @@ def test_bad_records_and_paths_are_named(tmp_path):
     path = write_lmdb(tmp_path / "db", [good, good[:-3], good])
     with pytest.raises(ValueError, match=r"record 1 \(.*db at key 00000001\).*announced"):
         _run(fn, jaxdali.pipeline_def, 1, path=path)
+    broken_label = encode_tensor_protos([encode_tensor(STRING, strings=[b"img"]), b"\x10"])  # varint cut short
+    path = write_lmdb(tmp_path / "inner", [good, good, broken_label, good])
+    with pytest.raises(ValueError, match=r"record 2 \(.*inner at key 00000002\).*truncated varint"):
+        _run(fn, jaxdali.pipeline_def, 1, batch_size=4, path=path)
     path = write_lmdb(tmp_path / "two", [good, good])
     with pytest.raises(ValueError, match="holds 2 tensors.*need 3"):
         _run(fn, jaxdali.pipeline_def, 1, path=path, bbox=True)
