@@ -6,9 +6,11 @@ for COCO, with made-up boxes and polygons), then reads whole epochs through
 
 * ``caffe2``: ``fn.readers.caffe2`` (images, labels): jaxdali vs DALI (CPU pipeline);
 * ``coco``: ``fn.readers.coco`` (images, boxes, labels, polygons, vertices): jaxdali vs DALI;
-* ``array_record``: ``fn.readers.array_record(random_shuffle=True)`` vs Grain's
-  ``MapDataset.source(ArrayRecordDataSource).shuffle().batch()`` and vs the data source's own
-  ``__getitems__`` over shuffled batches of indices (the rival is the faster of the two).
+* ``array_record``: ``fn.readers.array_record(random_shuffle=True)`` vs the ``ArrayRecordDataSource``
+  that Grain reads through (it ships with ``array-record``): its ``__getitems__`` over shuffled batches
+  of indices, and, when Grain is installed, ``grain.MapDataset.source(...).shuffle().batch()``.
+
+DALI and Grain are optional: systems whose library is missing are left out.
 
 Every system is built and warmed up once, then the repetitions interleave the systems (A B C, A B C, ...),
 so machine load hits them alike; the report gives the median epoch rate and the same-run ratio.
@@ -19,6 +21,7 @@ Run: ``python benchmarks/bench_readers_lmdb_coco.py [--records 4000] [--batch-si
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import json
 import os
@@ -220,9 +223,10 @@ def main(argv: list[str] | None = None) -> dict:
 
             groups["array_record"] = {
                 "jaxdali": pipeline_epoch(jaxdali.pipeline_def, jfn, array_record, n, bs, t),
-                "grain MapDataset": grain_map_epoch(ar_path, n, bs, t),
                 "grain __getitems__": grain_getitems_epoch(ar_path, n, bs, t),
             }
+            if importlib.util.find_spec("grain") is not None:
+                groups["array_record"]["grain MapDataset"] = grain_map_epoch(ar_path, n, bs, t)
         print(f"{n} records, batch {bs}, {t} threads, {args.reps} interleaved repetitions: median (min-max) records "
               "per wall-clock second, and per CPU second of the whole process (less sensitive to a loaded "
               "machine); compare ratios within one run\n")
