@@ -1,8 +1,9 @@
 """``fn.readers.caffe`` and ``fn.readers.caffe2``: samples from Caffe (``Datum``) and Caffe2
 (``TensorProtos``) LMDBs.
 
-Each LMDB value is one serialized protobuf message, parsed by ``protowire``; images are returned
-as views of the record (encoded bytes for the decoders, or raw HWC uint8).
+Each LMDB value is one serialized protobuf message; ``protowire`` parses a whole batch of them at
+once, and images are returned as read-only views of the batch's buffer (encoded bytes for the
+decoders, or raw HWC uint8), not copies.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def _slices(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> list[np.n
 
 
 def _first_bad(mask: np.ndarray) -> int:
+    """The first record where ``mask`` is set."""
     return int(np.argmax(mask))
 
 
