@@ -122,6 +122,7 @@ def _compare(file_root, batches=3, **args):
     {"avoid_class_remapping": True, "polygon_masks": True},
     {"polygon_masks": True, "ratio": True, "num_shards": 3, "shard_id": 2, "pad_last_batch": True},
     {"pixelwise_masks": True, "image_ids": True},
+    {"pixelwise_masks": True, "ratio": True, "ltrb": True},
 ], ids=lambda a: ",".join(a) or "defaults")
 def test_outputs_match_dali(coco, args):
     root, path, _, _ = coco
@@ -129,6 +130,21 @@ def test_outputs_match_dali(coco, args):
     if args.get("pixelwise_masks"):
         labels_seen = set().union(*(np.unique(m).tolist() for batch in got for m in batch[3].samples()))
         assert labels_seen == {0, 1, 2, 3, 4}  # every category painted somewhere: the test has teeth
+
+
+def test_pixelwise_masks_with_ratio_scale_vertices_back_in_float32(coco, tmp_path):
+    """DALI rasterises ratio vertices times the image size in float32: at x = 86.5 on a 333-pixel-wide
+    image, float64 would give 86.49999806 and move the polygon's edge by a column."""
+    root, _, images, _ = coco
+    w, h = 333, 250
+    polygons = [[x, 20.0, x, 200.0, x + 30.5, 110.0] for x in (86.5, 67.5, 228.1, 179.7, 181.7)]
+    doc = {"images": [{"id": 1, "file_name": images[0]["file_name"], "width": w, "height": h}],
+           "categories": [{"id": 1}, {"id": 2}],
+           "annotations": [{"id": k, "image_id": 1, "category_id": 1 + k % 2, "bbox": [1, 1, 50, 50], "iscrowd": 0,
+                            "segmentation": [p]} for k, p in enumerate(polygons)]}
+    path = tmp_path / "ratio.json"
+    path.write_text(json.dumps(doc))
+    _compare(root, batches=1, batch_size=1, annotations_file=str(path), pixelwise_masks=True, ratio=True)
 
 
 def test_images_list_order_duplicates_and_unknown_names_match_dali(coco):

@@ -101,7 +101,10 @@ class CocoReader(Reader):
         ann = self.ann
         h, w = int(ann.heights[i]), int(ann.widths[i])
         labels = ann.labels[ann.offsets[i]:ann.offsets[i] + ann.counts[i]]
-        vertices = self._vertices(i).astype(np.float64)
+        vertices = self._vertices(i)
+        if self.args["ratio"]:  # back to pixels, in float32 as DALI does
+            vertices = vertices * np.array([w, h], np.float32)
+        vertices = vertices.astype(np.float64)
         polygon_masks: dict[int, list] = {}
         for obj, start, end in self._polygons(i).tolist():
             polygon_masks.setdefault(int(labels[obj]), []).append(rle_from_polygon(vertices[start:end], h, w))
