@@ -1,12 +1,8 @@
 """Operator implementations; importing this package registers every operator schema."""
 
 from jaxdali.ops import arithmetic, random, transfer  # noqa: F401
-from jaxdali.ops.readers import external_source, file  # noqa: F401
-from jaxdali.ops.readers import tfrecord  # noqa: F401
-from jaxdali.ops.readers import webdataset  # noqa: F401
-from jaxdali.ops.readers import numpy_reader  # noqa: F401
-from jaxdali.ops import decoders  # noqa: F401
+from jaxdali.ops.readers import array_record, caffe, coco, external_source, file  # noqa: F401
+from jaxdali.ops.readers import numpy_reader, tfrecord, video, webdataset  # noqa: F401
+from jaxdali.ops import decoders, video_decoder  # noqa: F401
 from jaxdali.ops import color, geometry  # noqa: F401
 from jaxdali.ops import jax_function, resize, warp  # noqa: F401
-from jaxdali.ops.readers import video  # noqa: F401
-from jaxdali.ops import video_decoder  # noqa: F401
