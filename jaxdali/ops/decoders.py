@@ -347,7 +347,12 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
 
 
 def decode_path(data) -> str:
-    """Which ``FORMAT_DECODERS`` entry decodes this encoded image (e.g. ``"jpeg"``, ``"webp-opencv"``)."""
+    """Which ``FORMAT_DECODERS`` entry decodes this encoded image (e.g. ``"jpeg"``, ``"webp-opencv"``).
+
+    ``data`` is the file's content: ``bytes`` (``open(path, "rb").read()``) or a uint8 array.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = np.frombuffer(data, np.uint8)
     arr = np.ascontiguousarray(np.asarray(data, dtype=np.uint8).reshape(-1))
     return _read_header(arr, "decoders.image", 0, None, False).path
 
