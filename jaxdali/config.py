@@ -10,7 +10,7 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-__all__ = ["Option", "OPTIONS", "get", "update"]
+__all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,3 +53,21 @@ def update(name: str, value: Any) -> None:
     if name not in OPTIONS:
         raise KeyError(f"unknown jaxdali option {name!r}; options: {sorted(OPTIONS)}")
     _values[name] = value
+
+
+def runtime_info() -> dict[str, str]:
+    """What this process runs with, for bug reports and ``jaxdali info``: a flat ``{name: text}``."""
+    import jax
+
+    import jaxdali
+    from jaxdali.ops import decoders, resample  # noqa: F401  (resample's import fails without its kernel)
+
+    devices = jax.devices()
+    return {
+        "jaxdali": jaxdali.__version__,
+        "jax": jax.__version__,
+        "jax backend": jax.default_backend(),
+        "jax devices": f"{len(devices)}: " + ", ".join(str(d) for d in devices[:8]) + (" ..." if len(devices) > 8 else ""),
+        "image decoder": f"nvimgcodec {getattr(decoders._nvimgcodec_module(), '__version__', '')}".strip(),
+        "resize": "compiled kernel (jaxdali.ops._resample_kernel)",
+    }

@@ -54,7 +54,7 @@ from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
 __all__ = ["FORMAT_DECODERS", "IMAGE", "IMAGE_RANDOM_CROP", "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP",
-           "decode_path", "exif_orientation"]
+           "decode_image", "decode_path", "exif_orientation", "ImageDecodeError"]
 
 _log = logging.getLogger("jaxdali.decoders")
 
@@ -525,6 +525,20 @@ def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, wi
             f"{header.path} image (corrupt or truncated data, or an unsupported variant){hint}")
     img = _orient(img, header.orientation)
     return _convert(img, spec)
+
+
+def decode_image(data, output_type: DALIImageType = DALIImageType.RGB, source: str | None = None) -> np.ndarray:
+    """Decodes one encoded image on the host as ``fn.decoders.image`` does (EXIF orientation applied,
+    uint8 HWC). ``data``: the file's bytes or a uint8 array; ``source`` names it in errors.
+
+    Raises ImageDecodeError (or ValueError for an image over ``max_image_pixels``) saying why.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = np.frombuffer(data, np.uint8)
+    arr = _encoded(data, "decoders.image", 0, source)
+    spec = _DecodeSpec(DALIImageType(output_type), np.dtype(np.uint8), False)
+    header = _read_header(arr, "decoders.image", 0, source, True)
+    return _decode_one(arr, header, spec, _params(spec), None, "decoders.image", 0, source)
 
 
 # -- operators --------------------------------------------------------------------------------------
