@@ -58,3 +58,12 @@ def make_index_files(folder: pathlib.Path, n: int) -> list[str]:
 def index_files(tmp_path):
     """Factory: ``index_files(n)`` -> list of n one-byte files whose content is their index."""
     return lambda n: make_index_files(tmp_path / f"files{n}", n)
+
+
+@pytest.fixture(scope="session")
+def digits_root() -> str:
+    """scikit-learn's digits as PNG class folders (written once into the user's jaxdali cache)."""
+    pytest.importorskip("sklearn")
+    from jaxdali.datasets import digits
+
+    return digits()

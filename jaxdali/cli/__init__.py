@@ -21,7 +21,7 @@ _COMMANDS = (bench, preview, inspect_folder, info)
 def main(argv: Sequence[str] | None = None) -> int:
     """Parses ``argv`` (default ``sys.argv[1:]``), runs the subcommand and returns its exit status."""
     parser = argparse.ArgumentParser(prog="jaxdali", description="jaxdali's command-line tools.")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", required=True)
     for command in _COMMANDS:
         command.add_parser(subparsers)
     args = parser.parse_args(argv)

@@ -29,12 +29,10 @@ def examine(path: str) -> tuple[str, tuple[int, int], str | None]:
     with open(path, "rb") as f:
         data = f.read()
     try:
-        fmt = decode_path(data)
         image = decode_image(data, source=path)
     except (ImageDecodeError, ValueError) as e:
-        reason = str(e).split(f"({path!r}): ", 1)[-1]
-        return ("?", (0, 0), reason)
-    return fmt, image.shape[:2], None
+        return ("?", (0, 0), str(e).split(f"({path!r}): ", 1)[-1])
+    return decode_path(data), image.shape[:2], None
 
 
 def run(args: argparse.Namespace) -> int:
