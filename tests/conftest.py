@@ -67,3 +67,20 @@ def digits_root() -> str:
     from jaxdali.datasets import digits
 
     return digits()
+
+
+@pytest.fixture
+def digits_subset(tmp_path, digits_root):
+    """Factory: ``digits_subset(classes, per_class)`` -> a class-folder tree holding the first
+    ``per_class`` real digit PNGs of each of ``classes`` (folder names ``class<digit>``)."""
+    import shutil
+
+    def make(classes, per_class: int) -> pathlib.Path:
+        root = tmp_path / f"digits_{''.join(classes)}_{per_class}"
+        for digit in classes:
+            (root / f"class{digit}").mkdir(parents=True)
+            for name in sorted(os.listdir(os.path.join(digits_root, digit)))[:per_class]:
+                shutil.copy(os.path.join(digits_root, digit, name), root / f"class{digit}" / name)
+        return root
+
+    return make

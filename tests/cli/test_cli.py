@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -18,14 +17,9 @@ from jaxdali.cli.preview import render
 
 
 @pytest.fixture
-def small_folder(tmp_path, digits_root) -> pathlib.Path:
+def small_folder(digits_subset) -> pathlib.Path:
     """3 classes x 6 real digit PNGs."""
-    root = tmp_path / "small"
-    for digit in ("1", "4", "7"):
-        (root / f"class{digit}").mkdir(parents=True)
-        for name in sorted(os.listdir(os.path.join(digits_root, digit)))[:6]:
-            shutil.copy(os.path.join(digits_root, digit, name), root / f"class{digit}" / name)
-    return root
+    return digits_subset("147", 6)
 
 
 def test_inspect_reports_classes_formats_sizes_and_undecodable_files(small_folder, capsys):
