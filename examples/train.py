@@ -27,6 +27,7 @@ if "XLA_FLAGS" not in os.environ:  # must precede the first jax import; a user's
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import sys  # noqa: E402
@@ -170,8 +171,13 @@ def main(argv=None) -> None:
 
     model = SmallCNN(num_classes=len(classes))
     tx = optax.adam(args.lr)
-    params = model.init(jax.random.key(0), jnp.zeros((1, size, size, 3)))
-    state = jax.device_put({"params": params, "opt": tx.init(params), "step": jnp.zeros((), jnp.int32)}, replicated)
+
+    @functools.partial(jax.jit, out_shardings=replicated)  # one compiled program, not one per initialiser
+    def init_state(key):
+        params = model.init(key, jnp.zeros((1, size, size, 3)))
+        return {"params": params, "opt": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+    state = init_state(jax.random.key(0))
 
     @jax.jit
     def train_step(state, images, labels):
