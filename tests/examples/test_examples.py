@@ -106,6 +106,12 @@ def test_train_example_holds_out_distinct_validation_files(train_example, digits
 
 
 @pytest.mark.slow
+def test_quickstart_example(digits_subset, subprocess_env):
+    out = _run("quickstart.py", [str(digits_subset("12", 40))], subprocess_env)
+    assert "batch 0: images (32, 3, 224, 224) float32" in out and "3 batches (96 images)" in out
+
+
+@pytest.mark.slow
 def test_resnet50_pipelines_example(digits_root, subprocess_env):
     out = _run("resnet50_pipelines.py", [digits_root, "--crop", "24", "--batch-size", "4", "--batches", "1"],
                subprocess_env)
