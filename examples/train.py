@@ -30,6 +30,7 @@ import argparse  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
+import shutil  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -124,7 +125,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def fail(message: str) -> None:
-    sys.exit(f"{pathlib.Path(sys.argv[0]).name}: error: {message}")
+    sys.exit(f"{pathlib.Path(__file__).name}: error: {message}")
 
 
 def check_run_dir(directory: pathlib.Path, run: dict, args: argparse.Namespace) -> None:
@@ -134,7 +135,6 @@ def check_run_dir(directory: pathlib.Path, run: dict, args: argparse.Namespace) 
     if directory.is_dir() and any(directory.iterdir()):
         saved = json.loads(run_file.read_text()) if run_file.is_file() else None
         if args.overwrite:
-            import shutil
             shutil.rmtree(directory)
         elif not args.resume:
             fail(f"checkpoint directory {str(directory)!r} already holds a run: add --resume to continue it, "
@@ -166,7 +166,7 @@ def main(argv=None) -> None:
     mesh = Mesh(devices, ("batch",))
     replicated = NamedSharding(mesh, P())
     train_loader, val_loader = make_loaders(train_files, val_files, size, flip, mesh)
-    threads = max(1, (os.cpu_count() or 1) // len(jax.local_devices())) + 1
+    threads = os.cpu_count() or 1  # per pipeline; the pipelines of a process share one worker pool
     loader_kwargs = dict(batch_size=args.batch_size, seed=0, enable_checkpointing=True, num_threads=threads)
 
     model = SmallCNN(num_classes=len(classes))
@@ -203,6 +203,8 @@ def main(argv=None) -> None:
                 state=ocp.args.StandardRestore(abstract), loader=LoaderRestore(train_loader, kwargs=loader_kwargs)))
             state, train_it = restored.state, restored.loader
         else:
+            if args.resume:
+                print(f"nothing to resume in {directory}: starting a new run")
             train_it = train_loader(**loader_kwargs)
         val_it = val_loader(batch_size=args.batch_size, num_threads=threads)
         steps_per_epoch = len(train_it)
