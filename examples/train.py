@@ -114,7 +114,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--data", help="ImageNet-style folder (one sub-folder of images per class); "
                         "default: scikit-learn's handwritten digits, written once to ~/.cache/jaxdali/digits")
     parser.add_argument("--epochs", type=int, default=5, help="total number of epochs, also when resuming")
-    parser.add_argument("--batch-size", type=int, default=64, help="global batch size (split over the devices)")
+    parser.add_argument("--batch-size", type=int, default=32, help="global batch size (split over the devices)")
     parser.add_argument("--size", type=int, default=None, help="image side (default: 32 for the digits, 64 else)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--checkpoint-dir", default=None,
