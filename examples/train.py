@@ -118,14 +118,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=None, help="image side (default: 32 for the digits, 64 else)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--checkpoint-dir", default=None,
-                        help="where the run's checkpoints go (default: jaxdali_runs/<data folder name>)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --checkpoint-dir")
+                        help="where the run's checkpoints go (default: a new jaxdali_runs/<data folder>-<time>)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --checkpoint-dir (default: the latest run on the same data)")
     parser.add_argument("--overwrite", action="store_true", help="discard a run already in --checkpoint-dir")
     return parser.parse_args(argv)
 
 
 def fail(message: str) -> None:
     sys.exit(f"{pathlib.Path(__file__).name}: error: {message}")
+
+
+def run_directory(checkpoint_dir: str | None, root: str, resume: bool) -> pathlib.Path:
+    """The run's checkpoint directory: the given one, else the latest run on this data folder under
+    ./jaxdali_runs when resuming, else a new one named after the folder and the time."""
+    if checkpoint_dir:
+        return pathlib.Path(checkpoint_dir).absolute()
+    runs = pathlib.Path("jaxdali_runs").absolute()
+    name = os.path.basename(root)
+    previous = sorted(runs.glob(f"{name}-????????-??????"))  # the timestamps sort in time order
+    if resume and previous:
+        return previous[-1]
+    return runs / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def check_run_dir(directory: pathlib.Path, run: dict, args: argparse.Namespace) -> None:
@@ -157,7 +171,7 @@ def main(argv=None) -> None:
             fail(f"--data {args.data!r} is not a folder. Give a folder with one sub-folder of images per "
                  "class (e.g. ImageNet's train/), or leave --data out to train on scikit-learn's digits")
     train_files, val_files, classes = split(root)
-    directory = pathlib.Path(args.checkpoint_dir or os.path.join("jaxdali_runs", os.path.basename(root))).absolute()
+    directory = run_directory(args.checkpoint_dir, root, args.resume)
     check_run_dir(directory, {"data": root, "batch_size": args.batch_size, "size": size, "lr": args.lr}, args)
 
     devices = jax.devices()

@@ -91,6 +91,19 @@ def test_train_example_overwrite_empties_the_checkpoint_directory(train_example,
     assert json.loads((directory / "run.json").read_text()) == run
 
 
+def test_train_example_default_run_directories(train_example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert train_example.run_directory(None, "/data/digits", resume=True).parent == tmp_path / "jaxdali_runs"
+    for stamp in ("20260101-120000", "20260102-090000"):
+        (tmp_path / "jaxdali_runs" / f"digits-{stamp}").mkdir(parents=True)
+    (tmp_path / "jaxdali_runs" / "flowers-20270101-000000").mkdir()
+    new = train_example.run_directory(None, "/data/digits", resume=False)
+    assert new.parent == tmp_path / "jaxdali_runs" and not new.exists()  # a fresh run never collides
+    assert re.fullmatch(r"digits-\d{8}-\d{6}", new.name)
+    assert train_example.run_directory(None, "/data/digits", resume=True).name == "digits-20260102-090000"
+    assert train_example.run_directory("mine", "/data/digits", resume=True) == tmp_path / "mine"
+
+
 def test_train_example_missing_data_folder_is_one_line(train_example, tmp_path):
     with pytest.raises(SystemExit) as e:
         train_example.main(["--data", str(tmp_path / "missing")])
