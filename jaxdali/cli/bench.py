@@ -38,10 +38,10 @@ def measure(pipe, batches: int, label: str) -> dict:
     warm = pipe.executor_statistics()
     progress = Progress(label, batches)
     wall, cpu = time.perf_counter(), _cpu_seconds()
-    for _ in range(batches):
+    for done in range(1, batches + 1):
         pipe.run()
         elapsed = time.perf_counter() - wall
-        progress.update(1, f"{progress.done * pipe.max_batch_size / max(elapsed, 1e-9):.0f} images/s")
+        progress.update(1, f"{done * pipe.max_batch_size / max(elapsed, 1e-9):.0f} images/s")
     wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
     progress.close()
     ops = {name: seconds - warm.get(name, 0.0) for name, seconds in pipe.executor_statistics().items()}
