@@ -92,7 +92,7 @@ def test_info_names_version_devices_decoder_and_kernel(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["jaxdali", jaxdali.__version__]
-    assert "jax devices    8: TFRT_CPU_0" in out or "jax devices    8:" in out
+    assert "jax devices    8: " in out  # the 8 simulated CPU devices of the test session
     assert "nvimgcodec" in out and "compiled kernel" in out
 
 

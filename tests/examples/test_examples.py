@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import importlib.util
 import json
-import os
 import pathlib
 import re
 import subprocess
