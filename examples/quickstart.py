@@ -1,6 +1,6 @@
 """Smallest useful jaxdali program: read, decode, augment real photos and time the batches.
 
-Run: python examples/quickstart.py [IMAGE_FOLDER]   (default: ../shared/data/flowers)
+Run: python examples/quickstart.py [IMAGE_FOLDER]   (default: scikit-learn's digits, see jaxdali.datasets)
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import sys
 import time
 
 from jaxdali import fn, pipeline_def, types
-
-DEFAULT_ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "flowers")
+from jaxdali.datasets import digits
 
 
 @pipeline_def(batch_size=32, num_threads=os.cpu_count(), device_id=None, seed=0)
@@ -27,7 +26,7 @@ def train_pipeline(root: str):
 
 
 def main() -> None:
-    root = sys.argv[1] if len(sys.argv) > 1 else DEFAULT_ROOT
+    root = sys.argv[1] if len(sys.argv) > 1 else digits()
     pipe = train_pipeline(root)
     epoch = pipe.epoch_size("Reader")
     batches = -(-epoch // pipe.max_batch_size)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import jaxdali.ops  # noqa: F401  (registers the operators)
 from jaxdali.ops.readers.external_source import external_source
-from jaxdali.ops.schema import REQUIRED, OpSchema, registry
+from jaxdali.ops.schema import REQUIRED, OpSchema, on_register, registry
 from jaxdali.pipeline.graph import add_op
 
 __all__ = ["external_source"]
@@ -58,10 +58,16 @@ def _namespace(path: str) -> _pytypes.ModuleType:
     return module
 
 
-for _name, _schema in registry().items():
-    if _name.startswith("_") or _name == "external_source":
-        continue
-    _parent, _, _leaf = _name.rpartition(".")
-    setattr(_namespace(_parent), _leaf, _make_function(_schema))
-    if not _parent:
-        __all__.append(_leaf)
+def _publish(schema: OpSchema) -> None:
+    """Makes ``fn.<schema.name>`` call the operator."""
+    if schema.name.startswith("_") or schema.name == "external_source":
+        return
+    parent, _, leaf = schema.name.rpartition(".")
+    setattr(_namespace(parent), leaf, _make_function(schema))
+    if not parent:
+        __all__.append(leaf)
+
+
+for _schema in registry().values():
+    _publish(_schema)
+on_register(_publish)

@@ -58,3 +58,29 @@ def make_index_files(folder: pathlib.Path, n: int) -> list[str]:
 def index_files(tmp_path):
     """Factory: ``index_files(n)`` -> list of n one-byte files whose content is their index."""
     return lambda n: make_index_files(tmp_path / f"files{n}", n)
+
+
+@pytest.fixture(scope="session")
+def digits_root() -> str:
+    """scikit-learn's digits as PNG class folders (written once into the user's jaxdali cache)."""
+    pytest.importorskip("sklearn")
+    from jaxdali.datasets import digits
+
+    return digits()
+
+
+@pytest.fixture
+def digits_subset(tmp_path, digits_root):
+    """Factory: ``digits_subset(classes, per_class)`` -> a class-folder tree holding the first
+    ``per_class`` real digit PNGs of each of ``classes`` (folder names ``class<digit>``)."""
+    import shutil
+
+    def make(classes, per_class: int) -> pathlib.Path:
+        root = tmp_path / f"digits_{''.join(classes)}_{per_class}"
+        for digit in classes:
+            (root / f"class{digit}").mkdir(parents=True)
+            for name in sorted(os.listdir(os.path.join(digits_root, digit)))[:per_class]:
+                shutil.copy(os.path.join(digits_root, digit, name), root / f"class{digit}" / name)
+        return root
+
+    return make

@@ -62,7 +62,8 @@ from jaxdali.pipeline.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
 __all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP",
-           "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP", "backend_status", "decode_path", "exif_orientation"]
+           "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP", "backend_status", "decode_image", "decode_path",
+           "exif_orientation"]
 
 _log = logging.getLogger("jaxdali.decoders")
 
@@ -403,7 +404,12 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
 
 
 def decode_path(data) -> str:
-    """Which ``FORMAT_DECODERS`` entry decodes this encoded image (e.g. ``"jpeg"``, ``"webp-opencv"``)."""
+    """Which ``FORMAT_DECODERS`` entry decodes this encoded image (e.g. ``"jpeg"``, ``"webp-opencv"``).
+
+    ``data`` is the file's content: ``bytes`` (``open(path, "rb").read()``) or a uint8 array.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = np.frombuffer(data, np.uint8)
     arr = np.ascontiguousarray(np.asarray(data, dtype=np.uint8).reshape(-1))
     return _read_header(arr, "decoders.image", 0, None, False, config.get("max_image_pixels")).path
 
@@ -554,6 +560,20 @@ def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, wi
             f"{header.path} image (corrupt or truncated data, or an unsupported variant){hint}")
     img = _orient(img, header.orientation)
     return _convert(img, spec)
+
+
+def decode_image(data, output_type: DALIImageType = DALIImageType.RGB, source: str | None = None) -> np.ndarray:
+    """Decodes one encoded image on the host as ``fn.decoders.image`` does (EXIF orientation applied,
+    uint8 HWC). ``data``: the file's bytes or a uint8 array; ``source`` names it in errors.
+
+    Raises ImageDecodeError saying why (an image of ``max_image_pixels`` or more is refused before decoding).
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = np.frombuffer(data, np.uint8)
+    arr = _encoded(data, "decoders.image", 0, source)
+    spec = _DecodeSpec(DALIImageType(output_type), np.dtype(np.uint8), False)
+    header = _read_header(arr, "decoders.image", 0, source, True, config.get("max_image_pixels"))
+    return _decode_one(arr, header, spec, _params(spec), None, "decoders.image", 0, source)
 
 
 # -- operators --------------------------------------------------------------------------------------

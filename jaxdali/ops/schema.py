@@ -23,7 +23,7 @@ import numpy as np
 
 from jaxdali.types import DALIDataType, DALIImageType, DALIInterpType, to_dali_type
 
-__all__ = ["Arg", "OpSchema", "OpArgumentError", "REQUIRED", "register", "registry", "COMMON_ARGS"]
+__all__ = ["Arg", "OpSchema", "OpArgumentError", "REQUIRED", "register", "on_register", "registry", "COMMON_ARGS"]
 
 
 class _Marker:
@@ -269,14 +269,25 @@ class OpSchema:
 
 
 _REGISTRY: dict[str, OpSchema] = {}
+#: Called with each schema registered after them (``jaxdali.fn`` publishes late registrations).
+_LISTENERS: list[Callable[[OpSchema], None]] = []
 
 
 def register(schema: OpSchema) -> OpSchema:
-    """Adds an operator to the ``fn`` namespace; returns the schema."""
+    """Adds an operator to the ``fn`` namespace (``fn.<schema.name>``, also after ``jaxdali.fn`` was
+    imported: this is how users add their own operators); returns the schema."""
     if schema.name in _REGISTRY:
-        raise ValueError(f"operator {schema.name!r} registered twice")
+        raise ValueError(f"operator {schema.name!r} registered twice: fn.{schema.name} already exists; "
+                         "give your operator another name")
     _REGISTRY[schema.name] = schema
+    for listener in _LISTENERS:
+        listener(schema)
     return schema
+
+
+def on_register(listener: Callable[[OpSchema], None]) -> None:
+    """Calls ``listener(schema)`` for every operator registered from now on."""
+    _LISTENERS.append(listener)
 
 
 def registry() -> Mapping[str, OpSchema]:
