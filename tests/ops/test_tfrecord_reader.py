@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pytest
 
+from jaxdali.ops.readers.protowire import encode_varint
 from jaxdali import fn, pipeline_def, types
 from jaxdali import tfrecord as tfrec
 from jaxdali.ops.readers import tfrecord_format as fmt
@@ -180,16 +181,16 @@ def test_records_in_any_valid_protobuf_layout(tmp_path):
     """Value before key in a map entry, unpacked numbers, several packed runs, an empty Feature: the
     one-by-one parser reads what TensorFlow's own writer never produces but protobuf allows."""
     def field(number, wire, payload):
-        return fmt._encode_varint(number << 3 | wire) + (fmt._encode_varint(len(payload)) if wire == 2 else b"") \
+        return encode_varint(number << 3 | wire) + (encode_varint(len(payload)) if wire == 2 else b"") \
             + payload
 
     def entry(name, feature, value_first=False):
         key, value = field(1, 2, name.encode()), field(2, 2, feature)
         return field(1, 2, value + key if value_first else key + value)
 
-    unpacked_ints = field(3, 2, b"".join(field(1, 0, fmt._encode_varint(v)) for v in (7, -3)))
+    unpacked_ints = field(3, 2, b"".join(field(1, 0, encode_varint(v)) for v in (7, -3)))
     two_runs = field(2, 2, field(1, 2, np.float32([1, 2]).tobytes()) + field(1, 2, np.float32([3]).tobytes()))
-    odd = fmt._encode_varint(1 << 3 | 2) + fmt._encode_varint(0)  # an empty Features message first
+    odd = encode_varint(1 << 3 | 2) + encode_varint(0)  # an empty Features message first
     example = odd + field(1, 2, entry("a", unpacked_ints, value_first=True) + entry("f", two_runs)
                           + entry("e", b""))
     path, index = str(tmp_path / "odd.tfrecord"), str(tmp_path / "odd.idx")

@@ -18,6 +18,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from jaxdali.ops.readers.protowire import encode_field, encode_packed
+
 __all__ = ["FRAME_OVERHEAD", "RecordError", "crc32c", "masked_crc32c", "frame", "scan_records", "parse_index",
            "check_frame", "read_varint", "decode_varints", "format_index", "parse_example", "encode_example",
            "write_tfrecord", "BYTES_LIST", "FLOAT_LIST", "INT64_LIST"]
@@ -97,20 +99,6 @@ def frame(data: bytes) -> bytes:
     return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
 
 
-def _encode_varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # negative int64 as two's complement, 10 bytes
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _encode_varint(number << 3 | _WIRE_LEN) + _encode_varint(len(payload)) + payload
-
-
 def encode_example(features: Mapping[str, bytes | str | Sequence[bytes] | np.ndarray | Sequence[int] | Sequence[float]]
                    ) -> bytes:
     """A serialized ``tf.train.Example`` (what ``tf.train.Example(...).SerializeToString()`` gives).
@@ -124,18 +112,17 @@ def encode_example(features: Mapping[str, bytes | str | Sequence[bytes] | np.nda
             value = [value]
         if isinstance(value, (list, tuple)) and value and isinstance(value[0], (bytes, str)):
             strings = [v.encode() if isinstance(v, str) else bytes(v) for v in value]
-            feature = _field(BYTES_LIST, b"".join(_field(1, v) for v in strings))
+            feature = encode_field(BYTES_LIST, b"".join(encode_field(1, v) for v in strings))
         else:
             array = np.asarray(value).reshape(-1)
             if array.dtype.kind == "f":
-                feature = _field(FLOAT_LIST, _field(1, array.astype("<f4").tobytes()))
+                feature = encode_field(FLOAT_LIST, encode_packed(1, array.tolist(), "float"))
             elif array.dtype.kind in "iub" or array.size == 0:
-                packed = b"".join(_encode_varint(int(v)) for v in array.tolist())
-                feature = _field(INT64_LIST, _field(1, packed))
+                feature = encode_field(INT64_LIST, encode_packed(1, array.tolist(), "varint"))
             else:
                 raise TypeError(f"encode_example: feature {name!r} has values of type {array.dtype}")
-        entries.append(_field(1, _field(1, name.encode()) + _field(2, feature)))
-    return _field(1, b"".join(entries))
+        entries.append(encode_field(1, encode_field(1, name.encode()) + encode_field(2, feature)))
+    return encode_field(1, b"".join(entries))
 
 
 def write_tfrecord(path: str, records: Iterable[bytes]) -> np.ndarray:
