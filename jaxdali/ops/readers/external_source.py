@@ -173,8 +173,12 @@ class _Workers:
             result.wait(0.05)
         return result.get()
 
-    def close(self) -> None:
+    def cancel(self) -> None:
+        """Ends the waits for results (they raise); the processes keep running until ``close``."""
         self._closed.set()
+
+    def close(self) -> None:
+        self.cancel()
         self._pool.terminate()
         self._pool.join()
 
@@ -290,6 +294,12 @@ class ExternalSource(Operator):
                 raise
             self._restart_iterator()
             return next(self._iterator)
+
+    @property
+    def ends_epochs(self) -> bool:
+        """Whether the source can end an epoch by raising StopIteration (fed data and
+        ``cycle="quiet"`` cannot)."""
+        return self._kind != "feed" and self._cycle != "quiet"
 
     # -- feeding -------------------------------------------------------------------------------------------
     @property
@@ -424,11 +434,16 @@ class ExternalSource(Operator):
             _log.warning("%s: only one-argument callable sources (iteration index, BatchInfo or SampleInfo) resume "
                          "from a checkpoint; this %s source restarts from its beginning", self.name, self._kind)
 
-    def close(self) -> None:
+    def cancel(self) -> None:
         if self._feed is not None:
             with self._feed.cond:
                 self._feed.closed = True
                 self._feed.cond.notify_all()
+        if self._pool is not None:
+            self._pool.cancel()
+
+    def close(self) -> None:
+        self.cancel()
         if self._pool is not None:
             self._pool.close()
             self._pool = None
