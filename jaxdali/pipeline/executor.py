@@ -225,7 +225,7 @@ class Prefetcher:
         self._halted = False
         self._closed = False
         self._threads: list[threading.Thread] = []
-        self._running = 0  # producer threads started and not finished
+        self._exited: set[threading.Thread] = set()  # producer threads out of _loop for good
         self._stopped = False  # on_stop has been called
         self._stats = QueueStats()
         _PREFETCHERS.add(self)
@@ -248,7 +248,6 @@ class Prefetcher:
                     thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}-{k}",
                                               daemon=True)
                     self._threads.append(thread)
-                    self._running += 1
                     thread.start()
 
     def get(self, schedule_one: bool = False) -> Produced:
@@ -339,28 +338,45 @@ class Prefetcher:
             self._cond.notify_all()
         if first and self._cancel is not None:
             self._cancel()
-        self._leave(started=False)
+        self._leave(exiting=False)
         if join and not sys.is_finalizing():
-            self.join(time.monotonic() + timeout)
+            deadline = time.monotonic() + timeout
+            self.wait_stopped(deadline)
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join(max(0.0, deadline - time.monotonic()))
 
-    def join(self, deadline: float) -> None:
-        """Waits until the producer threads have stopped (after ``close``), at most until ``deadline``
-        (``time.monotonic()``); TimeoutError if one still runs then."""
-        for thread in list(self._threads):
-            if thread is threading.current_thread():
-                continue
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                raise TimeoutError(f"jaxdali producer thread {thread.name!r} did not stop when its pipeline "
-                                   "was closed")
+    def wait_stopped(self, deadline: float) -> None:
+        """Waits until every producer thread has left its loop (after ``close``), at most until
+        ``deadline`` (``time.monotonic()``); TimeoutError if one has not then.
 
-    def _leave(self, started: bool) -> None:
-        """Bookkeeping of a producer thread that ends (``started``), or of ``close``: once the
+        A thread that left its loop runs no native code any more. This does not use
+        ``Thread.join``: a KeyboardInterrupt during a join marks the thread as stopped while it
+        still runs (CPython 3.11's bpo-45274 handling), so a join retried after Ctrl-C returns at once.
+        """
+        with self._lock:
+            while True:
+                running = [t.name for t in self._running_threads() if t is not threading.current_thread()]
+                if not running:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"jaxdali producer threads {running} did not stop when their pipeline "
+                                       "was closed")
+                self._cond.wait(left)
+
+    def _running_threads(self) -> list[threading.Thread]:
+        """Producer threads started and still in their loop (call with the lock held)."""
+        return [t for t in self._threads if t.ident is not None and t not in self._exited]
+
+    def _leave(self, exiting: bool) -> None:
+        """Bookkeeping of a producer thread leaving its loop (``exiting``), or of ``close``: once the
         prefetcher is closed and no producer runs, ``on_stop`` is called, exactly once."""
         with self._lock:
-            if started:
-                self._running -= 1
-            if not self._closed or self._running or self._stopped:
+            if exiting:
+                self._exited.add(threading.current_thread())
+                self._cond.notify_all()
+            if not self._closed or self._running_threads() or self._stopped:
                 return
             self._stopped = True
         if self._on_stop is not None:
@@ -386,7 +402,7 @@ class Prefetcher:
                 # (or an error, whose traceback reaches the consumer's frames) alive while it waits.
                 self._put(ticket, self._run_one())
         finally:
-            self._leave(started=True)
+            self._leave(exiting=True)
 
     def _run_one(self) -> Produced:
         try:
@@ -506,7 +522,7 @@ def _stop_producers_at_exit() -> None:
                 prefetcher.close(join=False)
             for prefetcher in prefetchers:
                 try:
-                    prefetcher.join(deadline)
+                    prefetcher.wait_stopped(deadline)
                 except TimeoutError as e:
                     _log.warning("%s; the interpreter may abort when it finalizes", e)
             return
