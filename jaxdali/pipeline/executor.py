@@ -495,7 +495,9 @@ def _register_exit_hook() -> None:
     any ``atexit`` function: the producers stop before the worker pool's threads are joined (a
     producer could keep giving them work) and before JAX's ``atexit`` hook tears down its backends (a
     producer may be placing a batch on a device). Registered with the first producer thread, hence
-    after ``concurrent.futures``' own hook, so it runs first (they run in reverse order).
+    after ``concurrent.futures``' own hook, so it runs first (they run in reverse order). As with
+    ``concurrent.futures``, a non-daemon thread that still iterates once the main thread has ended
+    finds its pipelines closed.
     """
     global _exit_hook_registered
     if _exit_hook_registered:

@@ -387,6 +387,7 @@ class Pipeline:
         have not been taken yet: those stay queued and come first in the new epoch.
         """
         self.build()
+        self._check_open()
         if not self._last_iter:
             if not self._sources_end_epochs:
                 return
