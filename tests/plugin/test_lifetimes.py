@@ -1,7 +1,8 @@
 """Lifetimes of pipelines and iterators: close(), context managers, no thread or memory left behind.
 
-Thread counts are compared with the count before the pipelines were made; the process-wide worker
-pool is warmed up first (its threads live for the whole process by design).
+Threads are compared with those alive before the pipelines were made (threads of earlier tests may
+end meanwhile); the process-wide worker pool is warmed up first (its threads live for the whole
+process by design).
 """
 
 from __future__ import annotations
@@ -43,23 +44,27 @@ def _failing_pipeline():
     return fn.external_source(_failing_source, batch_info=True)
 
 
-def _settled_thread_count(at_most: int, patience_s: float = 20.0) -> int:
-    """The thread count once it is ``<= at_most``, or after ``patience_s`` (a hang guard: threads that
-    were told to stop leave within milliseconds)."""
+def _new_threads(baseline: set) -> list[str]:
+    return [t.name for t in threading.enumerate() if t not in baseline]
+
+
+def _settled_new_threads(baseline: set, patience_s: float = 20.0) -> list[str]:
+    """Threads started since ``baseline`` once there are none, or after ``patience_s`` (a hang guard:
+    threads that were told to stop leave within milliseconds)."""
     deadline = time.monotonic() + patience_s
-    while threading.active_count() > at_most and time.monotonic() < deadline:
+    while _new_threads(baseline) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return threading.active_count()
+    return _new_threads(baseline)
 
 
 @pytest.fixture
-def baseline(flowers_root) -> int:
-    """Thread count with the worker pool warmed up and no pipeline alive."""
+def baseline(flowers_root) -> set:
+    """The threads alive with the worker pool warmed up and no pipeline of this test alive."""
     pipe = _photo_pipeline(_photos(flowers_root, 8))
     pipe.run()
     pipe.close()
     gc.collect()
-    return threading.active_count()
+    return set(threading.enumerate())
 
 
 def test_a_pipeline_that_raised_is_freed_with_its_threads(baseline):
@@ -74,7 +79,7 @@ def test_a_pipeline_that_raised_is_freed_with_its_threads(baseline):
         refs.append(weakref.ref(pipe))
         del pipe
         gc.collect()
-    assert _settled_thread_count(baseline) == baseline
+    assert _settled_new_threads(baseline) == []
     assert [r() for r in refs] == [None] * 10
 
 
@@ -87,7 +92,7 @@ def test_after_an_error_later_runs_say_so_and_close_releases_everything(baseline
         pipe.run()
     assert isinstance(later.value.__cause__, ValueError)
     pipe.close()
-    assert threading.active_count() == baseline  # close() waits for the producers
+    assert _new_threads(baseline) == []  # close() waits for the producers
     with pytest.raises(RuntimeError, match=r"Pipeline\(batch_size=2.* is closed"):
         pipe.run()
 
@@ -126,8 +131,8 @@ ITERATORS = {"jax": _jax_iterator, "torch": _torch_iterator, "peekable": _peekab
 def test_close_stops_threads_is_idempotent_and_next_then_names_the_iterator(kind, flowers_root, baseline):
     with ITERATORS[kind](_photos(flowers_root, 16)) as it:
         next(it)
-        assert threading.active_count() > baseline
-    assert threading.active_count() == baseline
+        assert _new_threads(baseline)
+    assert _new_threads(baseline) == []
     it.close()
     with pytest.raises(RuntimeError, match=f"{type(it).__name__} is closed"):
         next(it)
@@ -141,9 +146,9 @@ def test_an_iterator_dropped_mid_epoch_stops_its_threads_without_garbage_collect
         for k, _ in enumerate(it):
             if k == 1:
                 break
-        assert threading.active_count() > baseline
+        assert _new_threads(baseline)
         del it
-        assert _settled_thread_count(baseline) == baseline
+        assert _settled_new_threads(baseline) == []
     finally:
         gc.enable()
 
@@ -179,7 +184,7 @@ def test_close_ends_a_producer_waiting_for_fed_data(baseline):
     pipe = fed()
     pipe.schedule_run()  # the producer now waits for feed_input
     pipe.close()
-    assert threading.active_count() == baseline
+    assert _new_threads(baseline) == []
 
 
 @pytest.mark.slow
@@ -206,11 +211,11 @@ def test_200_create_iterate_close_cycles_with_failures_leave_threads_and_memory_
     for i in range(20):  # warm-up: allocator pools, the worker pool, JAX
         cycle(i)
     gc.collect()
-    threads, rss = threading.active_count(), _rss_bytes()
+    threads, rss = set(threading.enumerate()), _rss_bytes()
     for i in range(200):
         cycle(i)
     gc.collect()
-    assert threading.active_count() == threads
+    assert _new_threads(threads) == []
     assert _rss_bytes() < rss * 1.05
     assert len(failures) == 5 + 50 and all("corrupt.jpg" in f for f in failures)
 
