@@ -330,14 +330,14 @@ class Prefetcher:
         shutdown.
         """
         with self._lock:
-            first = not self._closed
             self._closed = True
             self._credits = 0
             self._queue.clear()
             self._ring()
             self._cond.notify_all()
-        if first and self._cancel is not None:
-            self._cancel()
+            cancel, self._cancel = self._cancel, None  # once, even if an interrupted close is retried
+        if cancel is not None:
+            cancel()
         self._leave(exiting=False)
         if join and not sys.is_finalizing():
             deadline = time.monotonic() + timeout
