@@ -18,8 +18,9 @@ import time
 import pytest
 
 HELPER = pathlib.Path(__file__).parent / "helpers" / "interrupted.py"
-#: The longest a process may take to end after Ctrl-C (issue 15); a hang guard, not a speed measure.
-END_WITHIN_S = 5.0
+#: A hang guard, not a speed measure: the hangs seen before (30 s, or forever in issue 22's loop) exceed
+#: it by far, while a loaded CI machine may stretch an exit (measured: < 1.3 s; docs/reliability.md).
+END_WITHIN_S = 15.0
 _MOMENTS = random.Random(15)
 CASES = [(mode, round(_MOMENTS.uniform(0.0, window), 3))
          for mode, window in (("iterate", 1.0), ("exit", 0.3), ("shutdown", 1.0), ("spin", 0.5)) for _ in range(2)]
