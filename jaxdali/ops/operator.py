@@ -172,5 +172,10 @@ class Operator:
     def start_epoch(self, epoch: int) -> None:
         """Called by ``Pipeline.reset()`` when a new external-source epoch starts."""
 
+    def cancel(self) -> None:
+        """Makes a ``run`` in progress on another thread stop waiting (for fed data, worker
+        processes, ...) and raise; called when the pipeline closes, before its producer threads are
+        joined and before ``close``. Operators that never wait need nothing here."""
+
     def close(self) -> None:
         """Releases resources (processes, files)."""

@@ -9,7 +9,6 @@ consumer took, never what was prefetched.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import concurrent.futures
 import dataclasses
@@ -21,7 +20,7 @@ import time
 import weakref
 from typing import Any, Callable
 
-__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced", "QueueStats"]
+__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced", "QueueStats", "Cancelled"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -54,7 +53,8 @@ class WorkerPool:
         if old is not None:
             old.shutdown(wait=False)
 
-    def parallel_for(self, fn: Callable[[int, int], None], n: int, num_chunks: int) -> None:
+    def parallel_for(self, fn: Callable[[int, int], None], n: int, num_chunks: int,
+                     stop: threading.Event | None = None) -> None:
         """Runs ``fn(start, stop)`` over contiguous chunks of ``range(n)`` on up to ``num_chunks`` threads
         (the calling thread included) and waits.
 
@@ -62,7 +62,7 @@ class WorkerPool:
         take in order as they become free: a thread that drew quick samples takes more, so one slow
         image does not leave the other threads idle at the barrier. The first exception raised by
         any chunk is re-raised here with its original traceback; the chunks not started yet are
-        skipped.
+        skipped. Once ``stop`` is set, no further chunk starts and ``Cancelled`` is raised.
         """
         threads = min(num_chunks, n, self._size + 1)
         if threads <= 1:
@@ -71,7 +71,7 @@ class WorkerPool:
             return
         pieces = min(n // 2, threads * _CHUNKS_PER_THREAD) or 1
         bounds = [(i * n // pieces, (i + 1) * n // pieces) for i in range(pieces)]
-        work = _ChunkQueue(fn, bounds)
+        work = _ChunkQueue(fn, bounds, stop)
         executor = self._executor
         futures = [executor.submit(work.drain) for _ in range(threads - 1)]
         work.drain()
@@ -95,9 +95,11 @@ _CHUNKS_PER_THREAD = 4
 class _ChunkQueue:
     """Chunks of one ``parallel_for`` call, taken in order by the threads that run ``drain``."""
 
-    def __init__(self, fn: Callable[[int, int], None], bounds: list[tuple[int, int]]):
+    def __init__(self, fn: Callable[[int, int], None], bounds: list[tuple[int, int]],
+                 stop: threading.Event | None = None):
         self._fn = fn
         self._bounds = bounds
+        self._stop = stop
         self._next = 0
         self._lock = threading.Lock()
         self.error: BaseException | None = None
@@ -109,6 +111,9 @@ class _ChunkQueue:
                 k = self._next
                 if k >= len(bounds) or self.error is not None:
                     return
+                if self._stop is not None and self._stop.is_set():
+                    self.error = Cancelled("the pipeline was closed")
+                    return
                 self._next = k + 1
             try:
                 fn(*bounds[k])
@@ -117,6 +122,11 @@ class _ChunkQueue:
                     if self.error is None:
                         self.error = e
                 return
+
+
+class Cancelled(RuntimeError):
+    """Work abandoned because its pipeline was closed (never reaches the user: a closed pipeline's
+    results are dropped)."""
 
 
 _POOL = WorkerPool()
@@ -173,6 +183,13 @@ class Prefetcher:
     the end or an error the producer halts until ``resume()``. Holds no reference to the pipeline
     facade, so dropping the pipeline can stop the thread (``weakref.finalize`` calls ``close``).
 
+    Shutdown (``close``): the producers are told to stop and ``cancel()`` is called, which makes work
+    in progress end early (``GraphRunner.cancel``); ``on_stop()`` (``GraphRunner.close``, which
+    closes the operators) runs once no producer thread runs any more, on the last one to leave.
+    Every lock is entered with ``with self._lock`` (a C call): a KeyboardInterrupt can interrupt the
+    Python-level ``Condition.__enter__``/``__exit__`` between the lock call and the return, leaving
+    the lock held for good, and the producers waiting for it could never stop.
+
     Overlapped batches: when ``begin`` and ``finish`` are given (``produce() = finish(begin())``),
     ``producers`` threads run batches at the same time. ``begin`` (the sources, which read in order
     and carry all the state) runs for one batch at a time, in credit order; ``finish`` (the pure
@@ -182,13 +199,16 @@ class Prefetcher:
     """
 
     def __init__(self, produce: Callable[[], tuple[Any, Any]], name: str, begin: Callable[[], Any] | None = None,
-                 finish: Callable[[Any], tuple[Any, Any]] | None = None, producers: int = 1):
+                 finish: Callable[[Any], tuple[Any, Any]] | None = None, producers: int = 1,
+                 cancel: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None):
         self._produce = produce
+        self._cancel = cancel
+        self._on_stop = on_stop
         self._begin = begin
         self._finish = finish
         self._producers = producers if begin is not None and finish is not None else 1
         self._name = name
-        # The condition's lock, entered directly (a C call) on the paths that never wait on the condition.
+        # The condition's lock, always entered directly (see the class docstring).
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._begin_lock = threading.Lock()
@@ -205,13 +225,15 @@ class Prefetcher:
         self._halted = False
         self._closed = False
         self._threads: list[threading.Thread] = []
+        self._exited: set[threading.Thread] = set()  # producer threads out of _loop for good
+        self._stopped = False  # on_stop has been called
         self._stats = QueueStats()
         _PREFETCHERS.add(self)
 
     # -- consumer side --------------------------------------------------------------------------
     def schedule(self, runs: int) -> None:
         """Asks for ``runs`` more batches; starts the producer thread on first use."""
-        with self._cond:
+        with self._lock:
             self._check_open()
             if self._halted:
                 return
@@ -219,8 +241,9 @@ class Prefetcher:
             self._ring()
             if not self._threads:
                 # Daemon threads, so that a pipeline the user never closed cannot block interpreter
-                # exit (non-daemon threads are joined before atexit handlers could close them);
-                # close() and the pipeline's weakref finalizer are the real shutdown paths.
+                # exit (non-daemon threads are joined before any exit hook could close them);
+                # close(), the pipeline's weakref finalizer and the exit hook stop them.
+                _register_exit_hook()
                 for k in range(self._producers):
                     thread = threading.Thread(target=self._loop, name=f"jaxdali-prefetch-{self._name}-{k}",
                                               daemon=True)
@@ -254,34 +277,40 @@ class Prefetcher:
 
     def statistics(self) -> "QueueStats":
         """A copy of the queue statistics since the pipeline was built."""
-        with self._cond:
+        with self._lock:
             return dataclasses.replace(self._stats, queued=len(self._queue))
 
     def pending(self) -> int:
         """Batches queued, running or scheduled."""
-        with self._cond:
+        with self._lock:
             return len(self._queue) + self._credits + self._busy
 
     def queued(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._queue)
+
+    def ended(self) -> bool:
+        """Whether the producer halted at an end of the data (the end marker is queued, perhaps behind
+        batches the consumer has not taken yet)."""
+        with self._lock:
+            return self._halted and any(p.end for p in self._queue)
 
     def resume(self) -> None:
         """Clears the halt left by an end of data; drops queued end markers."""
-        with self._cond:
+        with self._lock:
             self._halted = False
             self._queue = collections.deque(p for p in self._queue if not p.end)
             self._ring()
 
     def wait_idle(self) -> None:
         """Waits until the producer has run every scheduled batch (or halted, or was closed)."""
-        with self._cond:
+        with self._lock:
             while self._busy or (self._credits and not self._halted and not self._closed):
                 self._cond.wait()
 
     def discard(self) -> None:
         """Drops all queued and scheduled work (the producer finishes its current batch first)."""
-        with self._cond:
+        with self._lock:
             self._credits = 0
             while self._busy:
                 self._cond.wait()
@@ -293,28 +322,65 @@ class Prefetcher:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def close(self, timeout: float = 30.0, join: bool = True) -> None:
-        """Stops the producer threads. Idempotent.
+        """Stops the producer threads, then (``on_stop``) the operators. Idempotent.
 
-        With ``join`` it waits for them (TimeoutError after ``timeout``); without, it only tells them
-        to stop, which is what a garbage-collection finalizer may do (it can run on a thread holding
-        a lock that a producer waits for). The join is skipped during interpreter shutdown.
+        With ``join`` it waits for the threads (TimeoutError after ``timeout``); without, it only
+        tells them to stop, which is what a garbage-collection finalizer may do (it can run on a
+        thread holding a lock that a producer waits for). The join is skipped during interpreter
+        shutdown.
         """
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._credits = 0
             self._queue.clear()
             self._ring()
             self._cond.notify_all()
-            threads = list(self._threads)
-        if not join or sys.is_finalizing():
-            return
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            if thread is threading.current_thread():
-                continue
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                raise TimeoutError(f"jaxdali producer thread {thread.name!r} did not stop within {timeout} s")
+            cancel, self._cancel = self._cancel, None  # once, even if an interrupted close is retried
+        if cancel is not None:
+            cancel()
+        self._leave(exiting=False)
+        if join and not sys.is_finalizing():
+            deadline = time.monotonic() + timeout
+            self.wait_stopped(deadline)
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join(max(0.0, deadline - time.monotonic()))
+
+    def wait_stopped(self, deadline: float) -> None:
+        """Waits until every producer thread has left its loop (after ``close``), at most until
+        ``deadline`` (``time.monotonic()``); TimeoutError if one has not then.
+
+        A thread that left its loop runs no native code any more. This does not use
+        ``Thread.join``: a KeyboardInterrupt during a join marks the thread as stopped while it
+        still runs (CPython 3.11's bpo-45274 handling), so a join retried after Ctrl-C returns at once.
+        """
+        with self._lock:
+            while True:
+                running = [t.name for t in self._running_threads() if t is not threading.current_thread()]
+                if not running:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"jaxdali producer threads {running} did not stop when their pipeline "
+                                       "was closed")
+                self._cond.wait(left)
+
+    def _running_threads(self) -> list[threading.Thread]:
+        """Producer threads started and still in their loop (call with the lock held)."""
+        return [t for t in self._threads if t.ident is not None and t not in self._exited]
+
+    def _leave(self, exiting: bool) -> None:
+        """Bookkeeping of a producer thread leaving its loop (``exiting``), or of ``close``: once the
+        prefetcher is closed and no producer runs, ``on_stop`` is called, exactly once."""
+        with self._lock:
+            if exiting:
+                self._exited.add(threading.current_thread())
+                self._cond.notify_all()
+            if not self._closed or self._running_threads() or self._stopped:
+                return
+            self._stopped = True
+        if self._on_stop is not None:
+            self._on_stop()
 
     @property
     def closed(self) -> bool:
@@ -322,38 +388,44 @@ class Prefetcher:
 
     def wakeup(self) -> None:
         """Wakes waiters (used when fed data arrives)."""
-        with self._cond:
+        with self._lock:
             self._cond.notify_all()
 
     # -- producer side -----------------------------------------------------------------------------
     def _loop(self) -> None:
-        while True:
-            ticket = self._take_credit()
-            if ticket is None:
-                return
-            job = None
-            try:
-                if self._producers == 1:
-                    outputs, state = self._produce()
-                else:
-                    try:
-                        job = self._begin()
-                    except BaseException:
-                        # No later batch may begin after the end of the data or an error (a source
-                        # must not be asked again before a reset).
-                        with self._cond:
-                            self._halted = True
-                            self._credits = 0
-                        raise
-                    finally:
-                        self._begin_lock.release()
-                    outputs, state = self._finish(job)
-                item = Produced(outputs=outputs, state=state)
-            except StopIteration:
-                item = Produced(end=True)
-            except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
-                item = Produced(error=e)
-            self._put(ticket, item)
+        try:
+            while True:
+                ticket = self._take_credit()
+                if ticket is None:
+                    return
+                # In a call of its own, so that no local of this long-lived frame keeps the last batch
+                # (or an error, whose traceback reaches the consumer's frames) alive while it waits.
+                self._put(ticket, self._run_one())
+        finally:
+            self._leave(exiting=True)
+
+    def _run_one(self) -> Produced:
+        try:
+            if self._producers == 1:
+                outputs, state = self._produce()
+            else:
+                try:
+                    job = self._begin()
+                except BaseException:
+                    # No later batch may begin after the end of the data or an error (a source
+                    # must not be asked again before a reset).
+                    with self._lock:
+                        self._halted = True
+                        self._credits = 0
+                    raise
+                finally:
+                    self._begin_lock.release()
+                outputs, state = self._finish(job)
+            return Produced(outputs=outputs, state=state)
+        except StopIteration:
+            return Produced(end=True)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
+            return Produced(error=e)
 
     def _take_credit(self) -> int | None:
         """Waits for a credit and takes it; returns the batch's ticket, or None when closed. With
@@ -391,7 +463,7 @@ class Prefetcher:
 
     def _put(self, ticket: int, item: Produced) -> None:
         """Queues ``item`` once every earlier ticket is queued (results keep the credit order)."""
-        with self._cond:
+        with self._lock:
             while self._next_out != ticket and not self._closed:
                 self._cond.wait()
             self._busy -= 1
@@ -405,15 +477,57 @@ class Prefetcher:
 
 
 # Every prefetcher whose threads may still run (a running thread keeps its prefetcher alive). At exit
-# they are stopped and joined: a daemon thread still inside a decoder when the interpreter finalizes
-# is torn down mid-C++ and aborts the process.
+# they are stopped and joined: a daemon thread still inside native code (a decoder, OpenCV, XLA) when
+# the interpreter finalizes is torn down by a forced unwind through C++ frames, which aborts the
+# process ("FATAL: exception not rethrown", exit status -6).
 _PREFETCHERS: "weakref.WeakSet[Prefetcher]" = weakref.WeakSet()
 
+#: How long the exit hook waits for producers to stop (they stop between two chunks of work).
+EXIT_GRACE_SECONDS = 3.0
 
-@atexit.register
-def _join_prefetchers_at_exit() -> None:
-    for prefetcher in list(_PREFETCHERS):
+_exit_hook_registered = False
+
+
+def _register_exit_hook() -> None:
+    """Registers ``_stop_producers_at_exit`` as a *threading* exit hook (once).
+
+    Those run at the start of interpreter shutdown, before non-daemon threads are joined and before
+    any ``atexit`` function: the producers stop before the worker pool's threads are joined (a
+    producer could keep giving them work) and before JAX's ``atexit`` hook tears down its backends (a
+    producer may be placing a batch on a device). Registered with the first producer thread, hence
+    after ``concurrent.futures``' own hook, so it runs first (they run in reverse order). As with
+    ``concurrent.futures``, a non-daemon thread that still iterates once the main thread has ended
+    finds its pipelines closed.
+    """
+    global _exit_hook_registered
+    if _exit_hook_registered:
+        return
+    try:
+        threading._register_atexit(_stop_producers_at_exit)  # the hook concurrent.futures uses too
+    except RuntimeError:  # the interpreter is already shutting down
+        return
+    _exit_hook_registered = True
+
+
+def _stop_producers_at_exit() -> None:
+    """Stops every producer and waits (at most ``EXIT_GRACE_SECONDS``) until they are out of native code.
+
+    A Ctrl-C while this waits must not end the wait: the interpreter would then finalize with
+    producers inside C++ code and abort. The KeyboardInterrupt is dropped (the process is exiting
+    anyway) and the wait goes on until the deadline.
+    """
+    deadline = time.monotonic() + EXIT_GRACE_SECONDS
+    prefetchers = list(_PREFETCHERS)
+    while True:
         try:
-            prefetcher.close()
-        except TimeoutError as e:
-            _log.warning("%s", e)
+            for prefetcher in prefetchers:
+                prefetcher.close(join=False)
+            for prefetcher in prefetchers:
+                try:
+                    prefetcher.wait_stopped(deadline)
+                except TimeoutError as e:
+                    _log.warning("%s; the interpreter may abort when it finalizes", e)
+            return
+        except KeyboardInterrupt:
+            if time.monotonic() >= deadline:
+                return

@@ -115,6 +115,8 @@ class Pipeline:
         self._restored_iterator_data: Any = None
         self._restored_iteration = 0
         self._finalizer: weakref.finalize | None = None
+        self._sources_end_epochs = False
+        self._closed = False
 
     # -- graph definition -------------------------------------------------------------------------------
     def __enter__(self) -> "Pipeline":
@@ -216,6 +218,7 @@ class Pipeline:
                     op.close()
                 raise
             self._built_ops = {node.name: op for node, op in built}
+            self._sources_end_epochs = any(getattr(op, "ends_epochs", False) for _, op in built)
             pool = worker_pool()
             pool.ensure(self._num_threads)
             runner = GraphRunner(built, self._outputs, pool, self._num_threads, self._max_batch_size,
@@ -248,11 +251,14 @@ class Pipeline:
             # batch begins (sources, in order) while the previous one is finished (executor.Prefetcher).
             producers = 2 if self._depth >= 2 and self._num_threads >= 2 else 1
             runner.overlap(producers)
-            prefetcher = Prefetcher(produce, self._display_name(), runner.begin_iteration, finish, producers)
+            prefetcher = Prefetcher(produce, self._display_name(), runner.begin_iteration, finish, producers,
+                                    cancel=runner.cancel, on_stop=runner.close)
             self._runner, self._prefetcher = runner, prefetcher
-            # The finalizer may run inside a garbage collection on any thread, even one holding locks
-            # that this pipeline's producers wait for, so it only signals them to stop (join=False).
-            self._finalizer = weakref.finalize(self, _shutdown, runner, prefetcher, False)
+            # Neither the producers nor anything they hold refer to this object, so dropping the last
+            # reference stops them at once, with no garbage collection. The finalizer may run inside a
+            # collection on any thread, even one holding locks that the producers wait for, so it only
+            # signals them to stop (join=False); the last one to leave closes the operators.
+            self._finalizer = weakref.finalize(self, _stop_producers, prefetcher)
             self._built = True
 
     def _restore(self, runner: GraphRunner, checkpoint: dict) -> None:
@@ -291,9 +297,14 @@ class Pipeline:
                                f"but trying to use {api}")
 
     # -- running ----------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed; build a new pipeline (from a checkpoint to continue)")
+
     def _schedule(self, runs: int | None = None) -> None:
         self.build()
-        if self._last_iter:
+        self._check_open()
+        if self._last_iter or self._sticky_error is not None:
             return
         if runs is None:
             runs = self._depth if self._need_prefetch else 1
@@ -305,6 +316,7 @@ class Pipeline:
         a batch (in the same lock round trip as the fetch where no prefetch is due)."""
         if not self._built:
             self.build()
+        self._check_open()
         if self._sticky_error is not None:
             raise RuntimeError("the pipeline stopped after an earlier error (see the cause)") from self._sticky_error
         if self._last_iter and self._prefetcher.queued() == 0:
@@ -317,6 +329,9 @@ class Pipeline:
             self._last_iter = True
             raise StopIteration
         if item.error is not None:
+            # Nothing more can be produced after an error: stop the producers now, so that no thread
+            # outlives this object's usefulness, whatever refers to the error and its traceback.
+            self._prefetcher.close(join=False)
             self._sticky_error = item.error
             raise item.error
         self._consumed_state = item.state
@@ -366,11 +381,23 @@ class Pipeline:
         return self._share()
 
     def reset(self) -> None:
-        """Starts a new epoch after an external source ended the previous one (no effect otherwise)."""
+        """Starts a new epoch after an external source ended the previous one (no effect otherwise).
+
+        As in DALI, the end counts once a scheduled run has hit it, even if batches computed before it
+        have not been taken yet: those stay queued and come first in the new epoch.
+        """
         self.build()
+        self._check_open()
         if not self._last_iter:
-            return
-        self._prefetcher.wait_idle()
+            if not self._sources_end_epochs:
+                return
+            # DALI's scheduling call runs the sources itself, so it knows at once that one ended; here
+            # the producer finds out on its own thread: let it finish the runs already scheduled.
+            self._prefetcher.wait_idle()
+            if not self._prefetcher.ended():
+                return
+        else:
+            self._prefetcher.wait_idle()
         self._runner.start_epoch()
         self._consumed_state = self._runner.snapshot()
         self._last_iter = False
@@ -389,6 +416,7 @@ class Pipeline:
         JAX, DLPack-capable objects).
         """
         self.build()
+        self._check_open()
         name = data_node.source.name if isinstance(data_node, DataNode) else data_node
         op = self._built_ops.get(name)
         if op is None or not hasattr(op, "feed"):
@@ -503,9 +531,21 @@ class Pipeline:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stops the producer threads (waiting for them) and any worker processes. Idempotent."""
+        """Stops the producer threads (waiting for them), then closes the operators (worker processes,
+        files) and drops the queued batches. Idempotent; also right after an error.
+
+        Later ``run()``/``share_outputs()`` calls, and iterators over this pipeline, raise
+        RuntimeError; ``checkpoint()`` still describes the last batch handed out, so a new pipeline
+        built with it continues exactly there. ``with contextlib.closing(pipe):`` closes it at the end
+        of a block (``with pipe:`` is DALI's graph-definition scope).
+        """
+        self._closed = True
+        self._sticky_error = None  # its traceback refers to this object's frames
         if self._finalizer is not None and self._finalizer.detach() is not None:
-            _shutdown(self._runner, self._prefetcher, True)
+            try:
+                self._prefetcher.close(join=True)
+            except TimeoutError as e:
+                _log.warning("%s", e)
 
     def start_py_workers(self) -> None:
         """Builds the pipeline, which starts the processes of parallel external sources."""
@@ -620,12 +660,8 @@ class IteratorAPI:
         return self._pipe.resumed_readers().get(name)
 
 
-def _shutdown(runner: GraphRunner, prefetcher: Prefetcher, join: bool) -> None:
-    runner.close()
-    try:
-        prefetcher.close(join=join)
-    except TimeoutError as e:
-        _log.warning("%s", e)
+def _stop_producers(prefetcher: Prefetcher) -> None:
+    prefetcher.close(join=False)
 
 
 def _check_output_contract(outputs: Sequence, contract: tuple, n_outputs: int) -> None:

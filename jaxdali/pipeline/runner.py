@@ -22,7 +22,7 @@ import numpy as np
 from jaxdali import config
 from jaxdali.ops.operator import ArgValues, Operator, RunContext
 from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, OutputRecycler, jax_device, place_on_device
-from jaxdali.pipeline.executor import WorkerPool
+from jaxdali.pipeline.executor import Cancelled, WorkerPool
 from jaxdali.pipeline.graph import DataNode, OpNode
 from jaxdali.pipeline.state import CheckpointError
 from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
@@ -73,6 +73,7 @@ class GraphRunner:
         self._program_cache: dict = {}
         self._recycler: OutputRecycler | None = None
         self._name = pipeline_name
+        self._cancelled = threading.Event()  # set by cancel(): work in progress ends early
         self.iteration = 0
         self.epoch = 0
         self.iteration_in_epoch = 0
@@ -226,7 +227,16 @@ class GraphRunner:
         for _, op in self._ops:
             op.start_epoch(self.epoch)
 
+    def cancel(self) -> None:
+        """Makes the iterations in progress on other threads end soon: no further operator or chunk
+        of per-sample work starts (they raise ``Cancelled``), and operators waiting for data stop
+        waiting (``Operator.cancel``). Called when the pipeline closes, before ``close``."""
+        self._cancelled.set()
+        for _, op in self._ops:
+            op.cancel()
+
     def close(self) -> None:
+        """Closes the operators (once no iteration runs any more)."""
         for _, op in self._ops:
             op.close()
 
@@ -295,6 +305,8 @@ class GraphRunner:
     def _step(self, k: int, job: "_Job") -> None:
         """Runs operator ``k`` of the iteration ``job``; its outputs carry the source info of its first
         data input that has one (as DALI's operators pass each sample's ``source_info()`` on)."""
+        if self._cancelled.is_set():
+            raise Cancelled(f"pipeline {self._name!r} was closed")
         self._run_step(k, job)
         node = self._ops[k][0]
         info = next((i for i in (getattr(job.values.get(id(n)), "source_info", None) for n in node.inputs)
@@ -368,7 +380,7 @@ class GraphRunner:
             values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
 
     def _parallel_for(self, fn, n: int) -> None:
-        self._pool.parallel_for(fn, n, self._job_threads)
+        self._pool.parallel_for(fn, n, self._job_threads, self._cancelled)
 
     def overlap(self, batches: int) -> None:
         """``batches`` iterations will run at once (see ``executor.Prefetcher``): each one spreads its

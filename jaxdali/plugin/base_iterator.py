@@ -757,6 +757,11 @@ class _DaliBaseIterator:
     ``_assemble_batch``; they set every attribute ``_assemble_batch`` needs *before* calling
     ``super().__init__``, which fetches the first batch when ``prepare_first_batch`` is set.
 
+    Lifetime: ``close()`` (or leaving a ``with iterator:`` block) closes the wrapped pipelines, which
+    stops their threads and frees their buffers. An iterator dropped without ``close()`` needs no
+    garbage collection either: nothing refers back to it or to its pipelines, so its pipelines are
+    freed with it and their finalizers stop their threads.
+
     .. note::
        Deliberate differences from DALI 2.4: ``auto_reset`` also accepts the strings "True" and
        "False" (DALI rejects them although its docs mention "True"); DROP with a padded reader
@@ -826,6 +831,8 @@ class _DaliBaseIterator:
         # against them (``EpochCounters.consistent_with``).
         self._fetches = 0
         self._origin: tuple[int, tuple[int, ...]] = (0, self._counters.shard_ids)
+        # Samples counted when a source ended the epoch before ``size`` (the next reset cannot start one).
+        self._source_ended_at: int | None = None
         self._ever_scheduled = False
         self._ever_consumed = False
         self._replaced_rows: list[tuple[int, ...]] = []
@@ -857,6 +864,8 @@ class _DaliBaseIterator:
                 self._first_batch = _EPOCH_END
             else:
                 self._ever_consumed = self._consumed_since_reset = False
+
+    _closed = False  # a class default, so that close() works on an iterator whose __init__ failed
 
     # -- the subclass contract ------------------------------------------------------------------
 
@@ -893,6 +902,9 @@ class _DaliBaseIterator:
 
     def _next_batch(self):
         """Steps 1-8 of ``next()`` (spec §2.4); returns what ``_assemble_batch`` made."""
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed: next() needs a new iterator (built from "
+                               "checkpoints() to continue where this one stopped)")
         self._ever_consumed = self._consumed_since_reset = True
         if self._first_batch is not _NOTHING:
             batch, self._first_batch = self._first_batch, _NOTHING
@@ -923,6 +935,8 @@ class _DaliBaseIterator:
         except StopIteration:
             if self._counters.size < 0 and self._auto_reset:
                 self.reset()
+            elif not self._counters.epoch_over:
+                self._source_ended_at = self._counters.counter
             raise
         self._fetches += 1
         if self._reader_name or self._counters.size != -1:
@@ -947,6 +961,14 @@ class _DaliBaseIterator:
             self._fetch_outputs(check_epoch_end=False)
             self._counters = self._counters.advance()
         if not self._counters.epoch_over:
+            if self._source_ended_at is not None:
+                # DALI ignores this reset too, and every later epoch is then empty: a loop that waits
+                # for a number of batches would spin forever.
+                raise RuntimeError(
+                    f"{type(self).__name__}: the pipeline's source ended after "
+                    f"{self._source_ended_at} samples of an epoch of size={self._counters.size}, "
+                    "so no further epoch can start; pass size= the samples per epoch, or size=-1 to let "
+                    "the source end each epoch")
             warnings.warn(RESET_MID_EPOCH_MSG, RuntimeWarning, stacklevel=user_stacklevel())
             return
         self._consumed_since_reset = False
@@ -955,11 +977,29 @@ class _DaliBaseIterator:
             self._origin = (self._fetches, self._counters.shard_ids)
         else:
             self._counters = self._counters.next_epoch()
+        self._source_ended_at = None
         for api in self._apis:
             api.reset()
             if api.empty():
                 api.schedule_run()
                 self._ever_scheduled = True
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the wrapped pipelines (``Pipeline.close``): their threads stop, operators close and
+        buffers are freed, also after an error. Idempotent. ``next()`` raises RuntimeError afterwards;
+        ``checkpoints()`` still gives the state after the last batch handed out."""
+        self._closed = True
+        self._first_batch = _NOTHING
+        for pipe in getattr(self, "_pipes", ()):
+            pipe.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     # -- sizes ----------------------------------------------------------------------------------
 

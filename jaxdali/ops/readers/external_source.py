@@ -174,8 +174,12 @@ class _Workers:
             result.wait(0.05)
         return result.get()
 
-    def close(self) -> None:
+    def cancel(self) -> None:
+        """Ends the waits for results (they raise); the processes keep running until ``close``."""
         self._closed.set()
+
+    def close(self) -> None:
+        self.cancel()
         self._pool.terminate()
         self._pool.join()
 
@@ -291,6 +295,12 @@ class ExternalSource(Operator):
                 raise
             self._restart_iterator()
             return next(self._iterator)
+
+    @property
+    def ends_epochs(self) -> bool:
+        """Whether the source can end an epoch by raising StopIteration (fed data and
+        ``cycle="quiet"`` cannot)."""
+        return self._kind != "feed" and self._cycle != "quiet"
 
     # -- feeding -------------------------------------------------------------------------------------------
     @property
@@ -429,11 +439,16 @@ class ExternalSource(Operator):
                           f"resume from a checkpoint; this {self._kind} source restarts from its beginning",
                           RuntimeWarning, stacklevel=user_stacklevel())
 
-    def close(self) -> None:
+    def cancel(self) -> None:
         if self._feed is not None:
             with self._feed.cond:
                 self._feed.closed = True
                 self._feed.cond.notify_all()
+        if self._pool is not None:
+            self._pool.cancel()
+
+    def close(self) -> None:
+        self.cancel()
         if self._pool is not None:
             self._pool.close()
             self._pool = None

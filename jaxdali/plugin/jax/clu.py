@@ -99,10 +99,14 @@ class DALIGenericPeekableIterator(DALIGenericIterator, PeekableDatasetIterator):
         DALIGenericIterator.reset(self)
 
     def close(self) -> None:
-        """Stops the peek thread (pipelines are closed with their own ``close()``)."""
+        """Stops the peek thread, drops a peeked batch and closes the pipelines (see
+        ``DALIGenericIterator.close``). Idempotent."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        with self._lock:
+            self._pending, self._has_pending = None, False
+        super().close()
 
 
 peekable_data_iterator = make_data_iterator(DALIGenericPeekableIterator)

@@ -86,6 +86,16 @@ _DOC = """Decorator: a graph function becomes a factory of iterators over one pi
     """
 
 
+def _iterator_over(pipes: list, make: Callable[[], Any]) -> Any:
+    """``make()``; if it raises, the pipelines built for it are closed (the caller never sees them)."""
+    try:
+        return make()
+    except BaseException:
+        for pipe in pipes:
+            pipe.close()
+        raise
+
+
 def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatible, iterator_args: dict):
     if sharding is not None and devices is not None:
         raise ValueError(BOTH_SHARDING_AND_DEVICES_MSG)
@@ -107,13 +117,14 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
                         f"The number of checkpoints provided ({len(checkpoints)}) should match the number of "
                         f"devices to use (1): without `sharding` or `devices` the iterator builds one pipeline")
                 pipe = make_pipeline(*args, checkpoint=checkpoints[0] if checkpoints else None, **kwargs)
-                return iterator_type(pipe, **iterator_args, pmap_compatible=pmap_compatible)
+                return _iterator_over([pipe], lambda: iterator_type(pipe, **iterator_args,
+                                                                    pmap_compatible=pmap_compatible))
             _reject_duplicates(func.__name__, kwargs, ("device_id", "shard_id", "num_shards", "checkpoint"))
             pipes = _pipelines_per_device(make_pipeline, func, args, kwargs, checkpoints)
             if sharding is not None:
-                return iterator_type(pipes, **iterator_args, sharding=sharding)
-            return iterator_type(pipes, **iterator_args,
-                                 pmap_compatible=True if pmap_compatible is None else pmap_compatible)
+                return _iterator_over(pipes, lambda: iterator_type(pipes, **iterator_args, sharding=sharding))
+            return _iterator_over(pipes, lambda: iterator_type(
+                pipes, **iterator_args, pmap_compatible=True if pmap_compatible is None else pmap_compatible))
 
         return create_iterator
 
