@@ -8,8 +8,12 @@ Expected values marked "DALI 2.4" were produced by running the same graphs throu
 
 from __future__ import annotations
 
+import atexit
 import io
+import os
 import re
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -552,16 +556,18 @@ I32 = np.int32
 
 
 def _npy_file() -> str:
-    """A 4x6 .npy file for the reader's ROI arguments (the case table is built at import)."""
-    import tempfile
-
-    path = tempfile.NamedTemporaryFile(suffix=".npy", delete=False).name
+    """A 4x6 .npy file for the reader's ROI arguments (the case table is built at import), removed
+    when the test process exits."""
+    folder = tempfile.mkdtemp(prefix="jaxdali-test-graph-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "roi.npy")
     np.save(path, np.arange(24, dtype=np.float32).reshape(4, 6))
     return path
 
 
 NPY = {"files": [_npy_file()]}
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
+
 
 def _tiny_video() -> np.ndarray:
     """A 12-frame 16x16 VP9 video whose frames differ, as encoded bytes."""
