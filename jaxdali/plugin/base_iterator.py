@@ -894,9 +894,11 @@ class _DaliBaseIterator:
         # A fresh iterator is not reset (that would discard its prepared batch); an exhausted one
         # is, so a plain `for` loop per epoch works without auto_reset; a loop started mid-epoch
         # continues the epoch. DALI calls reset() whenever its counter is not 0, which warns
-        # "Ignoring..." mid-epoch and also right after a reset in FILL without padding.
+        # "Ignoring..." mid-epoch and also right after a reset in FILL without padding. A source that
+        # ended its epoch early is reset too, so that the loop learns no further epoch can start.
         counters = self._counters
-        if self._consumed_since_reset and (counters.epoch_over or counters.batches_to_discard_on_reset()):
+        if self._consumed_since_reset and (counters.epoch_over or self._source_ended_at is not None
+                                           or counters.batches_to_discard_on_reset()):
             self.reset()
         return self
 
