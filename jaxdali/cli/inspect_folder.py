@@ -32,7 +32,7 @@ def examine(path: str) -> tuple[str, tuple[int, int], str | None]:
         image = decode_image(data, source=path)
     except (ImageDecodeError, ValueError) as e:
         return ("?", (0, 0), str(e).split(f"({path!r}): ", 1)[-1])
-    return decode_path(data), image.shape[:2], None
+    return decode_path(data).removesuffix("-opencv"), image.shape[:2], None  # the format, whichever decoder
 
 
 def run(args: argparse.Namespace) -> int:
