@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxdali.ops.readers import storage
+
 __all__ = ["PAD_MODES", "VideoDecodeError", "VideoIndex", "decode_frames", "index_video", "padded_indices",
            "pyav"]
 
@@ -74,7 +76,11 @@ class VideoIndex:
 def _open(source: Any, what: str):
     av = pyav()
     try:
-        container = av.open(io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source)
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            source = io.BytesIO(source)
+        elif storage.is_remote(source):  # fsspec URLs: a seekable file, read as FFmpeg asks
+            source = storage.open_file(source)
+        container = av.open(source)
     except (av.FFmpegError, OSError) as e:
         raise VideoDecodeError(f"{what}: cannot open the video ({e})") from None
     if not container.streams.video:

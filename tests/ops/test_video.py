@@ -232,6 +232,28 @@ def test_shards_cover_every_sequence_once_and_resume_exactly(videos):
             np.testing.assert_array_equal(got.as_array(), want)
 
 
+def test_videos_on_an_fsspec_store_read_as_from_disk(videos):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    for cls, key in (("a", "h264"), ("b", "vp9")):
+        fs.pipe(f"/videos/{cls}/clip", videos[key].read_bytes())
+    fs.pipe("/videos/list.txt", b"a/clip 4 0 30\nb/clip 5 10 40\n")
+    args = dict(sequence_length=6, step=9, enable_frame_num="scalar")
+    remote = _reader_pipe(batch_size=3, file_list="memory://videos/list.txt", file_list_format="frames", **args)
+    local_list = videos["vp9"].parent / "list.txt"
+    local_list.write_text(f"{videos['h264']} 4 0 30\n{videos['vp9']} 5 10 40\n")
+    local = _reader_pipe(batch_size=3, file_list=str(local_list), file_list_format="frames", **args)
+    for pipe in (remote, local):
+        pipe.build()
+    assert remote.epoch_size("Reader") == local.epoch_size("Reader") == 3 + 3
+    for _ in range(2):
+        for got, want in zip(remote.run(), local.run()):
+            np.testing.assert_array_equal(got.as_array(), want.as_array())
+    on_root = _reader_pipe(batch_size=2, file_root="memory://videos", sequence_length=30)
+    on_root.build()
+    assert on_root.epoch_size("Reader") == 4 and on_root.run()[1].as_array().ravel().tolist() == [0, 0]
+
+
 @pytest.mark.parametrize("args,error,match", [
     (dict(filenames=["/no/such/clip.mp4"], sequence_length=2), FileNotFoundError, "clip.mp4"),
     (dict(sequence_length=2), ValueError, "exactly one of"),

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.file import list_class_folders
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
@@ -134,16 +135,16 @@ class VideoReader(Reader):
                                       f"{len(labels)}")
             label_list = list(labels) if labels is not None else [0] * len(filenames)
             return filenames, label_list, [None] * len(filenames)
-        if not os.path.isdir(root):
+        if not storage.isdir(root):
             raise FileNotFoundError(f"{self.op}: file_root {root!r} is not a directory")
         names, label_list = list_class_folders(root, ("*",))
         if not names:
             raise RuntimeError(f"{self.op}: no files found in the class folders of {root!r}")
-        return [os.path.join(root, n) for n in names], label_list, [None] * len(names)
+        return [storage.join(root, n) for n in names], label_list, [None] * len(names)
 
     def _index_all(self, paths: list[str]) -> list[VideoIndex]:
         for p in paths:
-            if not os.path.isfile(p):
+            if not storage.isfile(p):
                 raise FileNotFoundError(f"{self.op}: video file {p!r} does not exist")
         workers = max(1, min(self.build_ctx.num_threads, len(paths)))
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="jaxdali-video-index") as pool:
@@ -278,25 +279,25 @@ def _round(value: float, direction: str) -> int:
 def _parse_file_list(op: str, path: str) -> tuple[list[str], list[int], list[tuple]]:
     """``file label [start [end]]`` lines. A relative file is taken from the working directory, as DALI
     does, or else from the list's folder."""
-    base = os.path.dirname(os.path.abspath(path))
+    base = storage.dirname(path)
     paths, labels, ranges = [], [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            try:
-                if not 2 <= len(parts) <= 4:
-                    raise ValueError
-                label = int(parts[1])
-                bounds = [float(x) for x in parts[2:]]
-            except ValueError:
-                raise ValueError(f"{op}: line {lineno} of file_list {path!r} is not 'file label [start [end]]': "
-                                 f"{line.rstrip()!r}") from None
-            name = parts[0]
-            paths.append(name if os.path.isabs(name) or os.path.exists(name) else os.path.join(base, name))
-            labels.append(label)
-            ranges.append(None if not bounds else (bounds[0], bounds[1] if len(bounds) > 1 else None))
+    for lineno, line in enumerate(storage.read_file(path).decode("utf-8").splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            if not 2 <= len(parts) <= 4:
+                raise ValueError
+            label = int(parts[1])
+            bounds = [float(x) for x in parts[2:]]
+        except ValueError:
+            raise ValueError(f"{op}: line {lineno} of file_list {path!r} is not 'file label [start [end]]': "
+                             f"{line.rstrip()!r}") from None
+        name = parts[0]
+        as_written = storage.is_remote(name) or os.path.isabs(name) or os.path.exists(name)
+        paths.append(name if as_written else storage.join(base, name))
+        labels.append(label)
+        ranges.append(None if not bounds else (bounds[0], bounds[1] if len(bounds) > 1 else None))
     if not paths:
         raise RuntimeError(f"{op}: file_list {path!r} lists no files")
     return paths, labels, ranges
