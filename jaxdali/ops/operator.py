@@ -26,6 +26,8 @@ class BuildContext:
     pipeline_name: str = ""
     py_num_workers: int = 1
     py_start_method: str = "fork"
+    #: ``Pipeline(py_callback_pickler=...)``: how spawned workers receive ``external_source`` callbacks.
+    py_callback_pickler: Any = None
 
 
 @dataclasses.dataclass

@@ -9,6 +9,7 @@ import weakref
 from typing import Any, Sequence
 
 
+from jaxdali import pickling
 from jaxdali.ops.operator import BuildContext
 from jaxdali.ops.schema import OpSchema
 from jaxdali.pipeline import state as state_codec
@@ -46,10 +47,14 @@ class Pipeline:
       enable_checkpointing: record state so that ``checkpoint()`` works.
       checkpoint: bytes from ``checkpoint()``; the pipeline resumes exactly where it was taken.
       py_num_workers, py_start_method: process pool for ``external_source(parallel=True)``.
+      py_callback_pickler: how the sources of parallel external sources reach workers started with
+        ``"spawn"``/``"forkserver"``: None (default) pickles lambdas, local functions and closures by
+        value (``jaxdali.pickling``); or an object with ``dumps``/``loads`` such as the ``cloudpickle``
+        module, optionally as ``(pickler, dumps_kwargs, loads_kwargs)``.
       output_dtype, output_ndim, output_layout: per-output contracts checked for every batch (a
         single value applies to all outputs).
       bytes_per_sample, set_affinity, max_streams, default_cuda_stream_priority, enable_memory_stats,
-        exec_dynamic, experimental_exec_dynamic, stream_policy, concurrency, py_callback_pickler:
+        exec_dynamic, experimental_exec_dynamic, stream_policy, concurrency:
         accepted for compatibility; they do not change results.
 
     .. note::
@@ -95,6 +100,8 @@ class Pipeline:
         self._checkpoint_in = checkpoint
         self._py_num_workers = int(py_num_workers)
         self._py_start_method = py_start_method
+        pickling.resolve_pickler(py_callback_pickler)  # a bad value fails here, not in the first batch
+        self._py_callback_pickler = py_callback_pickler
         self._output_contract = (output_dtype, output_ndim, output_layout)
 
         self._ops: list[OpNode] = []
@@ -208,7 +215,8 @@ class Pipeline:
                         "the checkpoint was taken from a different pipeline; it cannot be restored here:\n" + diff)
             ctx = BuildContext(max_batch_size=self._max_batch_size, num_threads=self._num_threads, seed=self._seed,
                                pipeline_name=self._display_name(), py_num_workers=self._py_num_workers,
-                               py_start_method=self._py_start_method)
+                               py_start_method=self._py_start_method,
+                               py_callback_pickler=self._py_callback_pickler)
             built = []
             try:
                 for node in ops:

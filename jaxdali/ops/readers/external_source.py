@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from jaxdali import pickling
 from jaxdali._caller import user_stacklevel
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -125,6 +126,11 @@ def _init_worker(callback: Callable) -> None:
     _worker_callback = callback
 
 
+def _init_unpickled_worker(loads: Callable, payload: bytes, loads_kwargs: dict) -> None:
+    """The initializer of spawned workers: the callback arrives as ``py_callback_pickler``'s bytes."""
+    _init_worker(loads(payload, **loads_kwargs))
+
+
 def _call_in_worker(arg: Any) -> Any:
     try:
         return _worker_callback(arg) if arg is not None else _worker_callback()
@@ -198,6 +204,14 @@ class _WorkerIterator:
         return result
 
 
+def _describe_sample(sample: Any) -> str:
+    if isinstance(sample, (list, tuple)):
+        return f"a {type(sample).__name__} of {len(sample)}"
+    if isinstance(sample, np.ndarray):
+        return f"an array of shape {sample.shape}"
+    return type(sample).__name__
+
+
 class ExternalSource(Operator):
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -265,14 +279,24 @@ class ExternalSource(Operator):
                 f"{'iterable' if self._kind == 'iterable' else 'generator function'} source needs batch=True")
         ctx = multiprocessing.get_context(build.py_start_method)
         workers = 1 if sequential else build.py_num_workers
+        if build.py_start_method == "fork":
+            initializer, initargs = _init_worker, (self._source,)
+        else:
+            initializer, initargs = _init_unpickled_worker, self._pickled_source(build)
+        self._pool = _Workers(ctx.Pool(workers, initializer=initializer, initargs=initargs), self.name)
+
+    def _pickled_source(self, build) -> tuple[Callable, bytes, dict]:
+        pickler, dumps_kwargs, loads_kwargs = pickling.resolve_pickler(build.py_callback_pickler)
         try:
-            self._pool = _Workers(ctx.Pool(workers, initializer=_init_worker, initargs=(self._source,)), self.name)
+            payload = pickler.dumps(self._source, **dumps_kwargs)
         except Exception as e:
-            if build.py_start_method != "fork":
-                e.add_note(f"jaxdali: with py_start_method={build.py_start_method!r} the source of {self.name} is "
-                           "pickled into the worker processes: use a module-level function, or "
-                           "py_start_method='fork'")
-            raise
+            raise TypeError(
+                f"{self.name}: with py_start_method={build.py_start_method!r} the source is pickled into the worker "
+                f"processes, and pickling it failed ({type(e).__name__}: {e}). Local functions, lambdas and "
+                "closures are pickled by value; objects of local classes are not: define the class at module "
+                "level, pass a pickler such as cloudpickle as the Pipeline's py_callback_pickler, or use "
+                "py_start_method='fork'") from e
+        return pickler.loads, payload, loads_kwargs
 
     # -- epochs ------------------------------------------------------------------------------------------
     def _restart_iterator(self) -> None:
@@ -395,11 +419,15 @@ class ExternalSource(Operator):
             return [to_host_batch(list(samples), self._copy, self.name)]
         per_output: list[list] = [[] for _ in range(self._num_outputs)]
         for i, s in enumerate(samples):
-            if not isinstance(s, (list, tuple)) or len(s) != self._num_outputs:
+            # DALI indexes a sample per output, so an array's first axis gives the outputs.
+            fits = (len(s) == self._num_outputs if isinstance(s, (list, tuple))
+                    else isinstance(s, np.ndarray) and s.ndim > 0 and len(s) >= self._num_outputs)
+            if not fits:
                 raise TypeError(f"{self.name}: with num_outputs={self._num_outputs} each sample must be a tuple of "
-                                f"{self._num_outputs} arrays; sample {i} is {type(s).__name__}")
-            for k, part in enumerate(s):
-                per_output[k].append(part)
+                                f"{self._num_outputs} arrays (or an array whose first axis holds them); sample {i} "
+                                f"is {_describe_sample(s)}")
+            for k in range(self._num_outputs):
+                per_output[k].append(s[k])
         return [to_host_batch(p, self._copy, f"{self.name} output {k}") for k, p in enumerate(per_output)]
 
     def _check(self, outputs: list[TensorListCPU], max_batch_size: int) -> None:
