@@ -113,3 +113,19 @@ def test_peekable_decorator_builds_peekable_iterators(index_files):
     it = loader(files=files, batch_size=3, device_id=None)
     assert isinstance(it, DALIGenericPeekableIterator)
     assert flat(it.peek()) == flat(next(it)) == [0, 1, 2]
+
+
+def test_variable_shapes_from_a_per_sample_array_source_are_refused_on_the_second_batch():
+    # DALI's own test: num_outputs=1 with one (1, k) array per sample, k changing per sample.
+    def numpy_tensors(info):
+        return np.full((1, (5, 3, 2, 4)[info.idx_in_epoch % 4]), info.idx_in_epoch, np.int32)
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0)
+    def variable():
+        return fn.external_source(source=numpy_tensors, num_outputs=1, batch=False)[0].gpu()
+
+    it = DALIGenericPeekableIterator([variable()], ["data"], size=100)
+    assert it.next()["data"].shape == (1, 5)
+    with pytest.raises(ValueError, match="The shape or type of the output changed between iterations"):
+        it.next()
+    it.close()

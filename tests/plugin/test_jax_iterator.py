@@ -216,6 +216,14 @@ def test_g6_decorator_arguments_mirror_the_iterator():
     assert deco == it
 
 
+def test_decorator_documents_every_argument_with_the_iterators_words():
+    deco_doc, it_doc = inspect.getdoc(data_iterator), inspect.getdoc(DALIGenericIterator)
+    it_args = it_doc.split("Args:\n", 1)[1].split("\n\n", 1)[0]
+    assert it_args.split("output_map:", 1)[1] in deco_doc  # the forwarded arguments, word for word
+    for name in inspect.signature(data_iterator).parameters:
+        assert f"  {name}: " in deco_doc.split("Args:\n", 1)[1], name
+
+
 def test_g1_g2_g7_functional_form_defaults_and_name(index_files):
     files = index_files(9)
 

@@ -38,8 +38,16 @@ def make_data_iterator(iterator_type: type) -> Callable:
                               last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
                               prepare_first_batch=prepare_first_batch))
 
-    data_iterator.__doc__ = _DOC
+    data_iterator.__doc__ = _DOC.replace("<iterator arguments>\n", _iterator_argument_docs())
     return data_iterator
+
+
+def _iterator_argument_docs() -> str:
+    """The ``Args`` entries of ``DALIGenericIterator`` after ``pipelines``, so that the decorator documents
+    the arguments it forwards with the iterator's own words."""
+    lines = DALIGenericIterator.__doc__.split("    Args:\n", 1)[1].split("\n\n", 1)[0].splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.lstrip().startswith("output_map:"))
+    return "".join(lines[first:]) + "\n"
 
 
 _DOC = """Decorator: a graph function becomes a factory of iterators over one pipeline per device.
@@ -64,6 +72,12 @@ _DOC = """Decorator: a graph function becomes a factory of iterators over one pi
     no ``external_source`` (elastic resume): the new devices first share what is left of the
     interrupted epoch, each remaining sample exactly once, then continue with whole epochs on the new
     layout.
+
+    Args:
+      pipeline_fn: the graph function; left out when the decorator is called with arguments only.
+<iterator arguments>
+      devices: JAX devices for pmap-style outputs (one pipeline per device, outputs stacked along a
+        leading device axis). Mutually exclusive with ``sharding``.
 
     .. note::
        Deliberate differences from DALI: shard ids are positions in ``jax.devices()``, not
