@@ -15,9 +15,18 @@ from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
 
-__all__ = ["JAX_FUNCTION"]
+__all__ = ["JAX_FUNCTION", "JaxFunctionError"]
 
 _MAX_INPUTS = 256
+
+
+class JaxFunctionError(RuntimeError, ValueError):
+    """A batch that a ``jax_function`` cannot take or a result it cannot hand back (DALI raises
+    RuntimeError there; ValueError too, since the value is what is wrong)."""
+
+
+def _shape_text(shape: Any) -> str:
+    return " x ".join(str(d) for d in shape) if shape is not None else "none (not an array)"
 
 
 class _JaxFunction(Operator):
@@ -44,14 +53,18 @@ class _JaxFunction(Operator):
     def _outputs(self, result: Any, batch_size: int) -> list:
         if self._num_outputs == 0:
             return []
-        outs = [result] if self._num_outputs == 1 else result
-        if not isinstance(outs, (tuple, list)) or len(outs) != self._num_outputs:
-            raise ValueError(f"{self._what}: the function must return {self._num_outputs} arrays "
-                             f"(num_outputs={self._num_outputs}), got {type(result).__name__}")
+        outs = [result] if self._num_outputs == 1 and not isinstance(result, (tuple, list)) else result
+        returned = len(outs) if isinstance(outs, (tuple, list)) else 1
+        if returned != self._num_outputs:
+            raise JaxFunctionError(f"{self._what}: the function was expected to return (a tuple of) "
+                                   f"`num_outputs={self._num_outputs}` outputs, but returned {returned}")
         for i, out in enumerate(outs):
-            if not hasattr(out, "shape") or len(out.shape) < 1 or out.shape[0] != batch_size:
-                raise ValueError(f"{self._what}: output {i} must be a batch with {batch_size} rows (batch axis "
-                                 f"first), got shape {getattr(out, 'shape', None)}")
+            shape = getattr(out, "shape", None)
+            if shape is None or len(shape) < 1 or shape[0] != batch_size:
+                raise JaxFunctionError(
+                    f"{self._what}: the function should return a tensor representing a batch of samples. The "
+                    f"leftmost dimension should match the current batch size of {batch_size}, but the output at "
+                    f"index {i} has shape of {_shape_text(shape)}")
         return list(outs)
 
     def run_jax(self, inputs: list, args) -> list:
@@ -64,8 +77,10 @@ class _JaxFunction(Operator):
         for i, tl in enumerate(inputs):
             dense = tl.dense() if len(tl) else np.zeros((0,), np.uint8)
             if dense is None:
-                raise ValueError(f"{self._what}: input {i} has samples of different shapes "
-                                 f"{sorted(set(tl.shape()))}; the function takes whole batches, which must be dense")
+                raise JaxFunctionError(
+                    f"{self._what}: inputs must be batches of uniform shape, so that the input batch can be "
+                    f"represented as a tensor. The input at index {i} is a batch of samples with different shapes "
+                    f"{sorted(set(tl.shape()))}")
             batches.append(dense)
         if self._sharding is not None:
             arrays = [self._global(b) for b in batches]

@@ -127,14 +127,18 @@ def test_errors_name_the_function(flowers_root):
     def drops_the_batch_axis(x):
         return x[0]
 
-    for function, match in [(one_output, r"jax_function\('one_output'\): the function must return 2 arrays"),
-                            (drops_the_batch_axis, r"'drops_the_batch_axis'\): output 0 must be a batch with 2 rows")]:
+    # DALI's words (its tests match them), with the function named; RuntimeError as in DALI.
+    for function, match in [(one_output, r"jax_function\('one_output'\): the function was expected to return "
+                                         r"\(a tuple of\) `num_outputs=2` outputs, but returned 1"),
+                            (drops_the_batch_axis, r"'drops_the_batch_axis'\): .*leftmost dimension should match "
+                                                   r"the current batch size of 2, but the output at index 0 has "
+                                                   r"shape of \d+ x \d+")]:
         @pipeline_def(batch_size=2, num_threads=1, device_id=0)
         def pipe():
             images, _ = _images(flowers_root)
             return function(images.gpu())
 
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(RuntimeError, match=match):
             pipe().run()
 
     @pipeline_def(batch_size=2, num_threads=1, device_id=0)
@@ -142,5 +146,6 @@ def test_errors_name_the_function(flowers_root):
         jpegs, _ = fn.readers.file(file_root=flowers_root)
         return flip_on_host(fn.decoders.image(jpegs))
 
-    with pytest.raises(ValueError, match=r"'flip_horizontal'\): input 0 has samples of different shapes"):
+    with pytest.raises(RuntimeError, match=r"'flip_horizontal'\): inputs must be batches of uniform shape.*The "
+                                           r"input at index 0 is a batch of samples with different shapes"):
         ragged().run()
