@@ -1,6 +1,6 @@
 """Operator implementations; importing this package registers every operator schema."""
 
-from jaxdali.ops import arithmetic, random, transfer  # noqa: F401
+from jaxdali.ops import arithmetic, conditional, random, transfer  # noqa: F401
 from jaxdali.ops.readers import array_record, caffe, coco, external_source, file  # noqa: F401
 from jaxdali.ops.readers import numpy_reader, tfrecord, video, webdataset  # noqa: F401
 from jaxdali.ops import decoders, video_decoder  # noqa: F401

@@ -8,6 +8,7 @@ import warnings
 from typing import Any, Callable
 
 from jaxdali._caller import user_stacklevel
+from jaxdali.pipeline import conditionals
 from jaxdali.pipeline.pipeline import Pipeline
 
 __all__ = ["pipeline_def", "PIPELINE_ARGS", "split_pipeline_kwargs"]
@@ -69,6 +70,10 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
     value becomes the pipeline outputs: a tuple is one output per element, None is no output, and
     anything else (a node, or a constant such as ``[1, 2]``) is one output.
 
+    With ``enable_conditionals=True`` (to the decorator or the call), ``if``/``elif``/``else``,
+    ``and``/``or``/``not`` and ``a if c else b`` may test per-sample DataNodes: each sample takes its
+    own branch (see ``jaxdali.pipeline.conditionals``).
+
     Example::
 
         @pipeline_def(batch_size=32, num_threads=2, device_id=None)
@@ -92,12 +97,16 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
         # function (as in DALI); only call-time keywords are routed by name.
         defaults = {k: v for k, v in pipeline_kwargs.items() if k not in _DROPPED_KEYWORDS}
 
+        conditionals_default = bool(pipeline_kwargs.get("enable_conditionals", False))
+
         @functools.wraps(func)
         def create_pipeline(*args: Any, **kwargs: Any) -> Pipeline:
+            with_conditionals = bool(kwargs.get("enable_conditionals", conditionals_default))
             fn_kwargs, pipe_kwargs = split_pipeline_kwargs(func, kwargs)
+            graph_function = conditionals.convert(func) if with_conditionals else func
             pipe = Pipeline(**{**defaults, **pipe_kwargs})
             with pipe:
-                result = func(*args, **fn_kwargs)
+                result = graph_function(*args, **fn_kwargs)
             pipe.set_outputs(*_flatten_outputs(result))
             return pipe
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from jaxdali.ops.schema import REQUIRED, OpArgumentError, OpSchema
+from jaxdali.pipeline import branch_scope
 from jaxdali.types import ScalarConstant
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class DataNode:
     """
 
     __array_priority__ = 1000  # NumPy scalars on the left defer to our reflected operators
+    #: The conditional branches this node was computed in (see ``jaxdali.pipeline.conditionals``).
+    scope: tuple = ()
 
     def __init__(self, name: str, device: str, source: "OpNode", index: int = 0):
         self.name = name
@@ -81,9 +84,9 @@ class DataNode:
 
     def __bool__(self):
         raise TypeError(
-            "A DataNode has no truth value at graph-definition time: per-sample conditionals "
-            "(`if node:` with enable_conditionals=True) are not supported by jaxdali; use arithmetic "
-            "or argument inputs instead (e.g. `mirror=coin`).")
+            "A DataNode has no truth value at graph-definition time. To branch per sample with `if`, `and`, "
+            "`or` or `not`, define the pipeline with @pipeline_def(enable_conditionals=True); or use "
+            "arithmetic and argument inputs (e.g. `mirror=coin`).")
 
     def __iter__(self):
         raise TypeError(f"DataNode {self.name!r} is not iterable; index it per sample with node[i]")
@@ -165,6 +168,9 @@ class OpNode:
         self.arg_inputs = arg_inputs
         self.preserve = preserve
         self.outputs: list[DataNode] = []
+        #: Inside a branch of a conditional: a node whose length is the batch size this operator runs
+        #: with (see ``jaxdali.pipeline.conditionals``); None: the pipeline's batch.
+        self.batch_node: DataNode | None = None
 
     @property
     def display_name(self) -> str:
@@ -281,7 +287,15 @@ def add_op(schema: OpSchema, inputs: Sequence[Any], kwargs: dict[str, Any]) -> l
             raise OpArgumentError(f"fn.{op}: argument '{spec.name}' is required")
         args[spec.name] = spec.default
     preserve = bool(args.get("preserve"))
+    scope = branch_scope.current_scope()
+    if scope and not branch_scope.merging():  # inside a branch of an `if` on a DataNode: its samples only
+        in_nodes = [branch_scope.route(n, scope) for n in in_nodes]
+        arg_inputs = {k: branch_scope.route(n, scope) for k, n in arg_inputs.items()}
     node = pipe._graph_add(schema, device, name, in_nodes, args, arg_inputs, preserve)
+    if scope:
+        node.batch_node = branch_scope.batch_node(scope)
+        for out in node.outputs:
+            out.scope = scope
     return node.outputs
 
 
@@ -304,4 +318,6 @@ def reachable_ops(outputs: Iterable[DataNode], preserved: Iterable[OpNode]) -> l
         seen[op.id] = op
         stack.extend(n.source for n in op.inputs)
         stack.extend(n.source for n in op.arg_inputs.values())
+        if op.batch_node is not None:
+            stack.append(op.batch_node.source)
     return [seen[k] for k in sorted(seen)]

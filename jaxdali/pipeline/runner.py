@@ -13,6 +13,7 @@ e.g. crop_mirror_normalize cutting its windows out of a ragged batch).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Sequence
@@ -95,6 +96,8 @@ class GraphRunner:
                 last_use.setdefault(id(out), k)
             for inp in list(node.inputs) + list(node.arg_inputs.values()):
                 last_use[id(inp)] = k
+            if node.batch_node is not None:
+                last_use[id(node.batch_node)] = k
         keep = {id(n) for n in self._outputs}
         self._release_before: list[list[int]] = [[] for _ in range(len(self._ops) + 2)]
         for key, k in last_use.items():
@@ -340,6 +343,9 @@ class GraphRunner:
         """Runs operator ``k`` of the iteration ``job`` (on the host, or records it on the device)."""
         node, op = self._ops[k]
         values, ctx = job.values, job.ctx
+        if node.batch_node is not None:  # inside a branch of a conditional: the branch's samples only
+            ctx = dataclasses.replace(ctx, batch_size=len(values[id(node.batch_node)]), replaced={},
+                                      pending_replacements={})
         output_device, offload, _ = job.mode
         for key in self._release_before[k]:
             values.pop(key, None)
@@ -375,6 +381,10 @@ class GraphRunner:
                        f"iteration {ctx.iteration}")
             raise
         self._add_time("op", time.perf_counter() - start, node.name)
+        if node.batch_node is not None and ctx.replaced:
+            raise RuntimeError(f"{node.display_name} replaced bad samples (error_policy='replace') inside a branch of "
+                               "a conditional, where rows cannot be replaced yet; use error_policy='raise' there, or "
+                               "decode before the `if`")
         results = result if isinstance(result, (list, tuple)) else [result]
         for out_node, value in zip(node.outputs, results):
             values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
