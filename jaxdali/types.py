@@ -196,7 +196,7 @@ def Constant(value: Any, dtype: DALIDataType | None = None, shape: Any = None, l
     arr = np.asarray(value)
     if arr.ndim == 0 and shape is None and layout is None and device is None:
         return ScalarConstant(value, dtype)
-    from jaxdali.pipeline.graph import constant_node  # the graph imports types, not the reverse
+    from jaxdali.ops.graph import constant_node  # the graph imports types, not the reverse
 
     if dtype is not None:
         arr = arr.astype(to_numpy_type(dtype))

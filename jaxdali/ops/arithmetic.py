@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["binary", "unary", "subscript", "CONSTANT", "BINARY", "UNARY", "SUBSCRIPT"]
 
@@ -196,7 +196,7 @@ UNARY = register(OpSchema(
 
 
 def _operand(value: Any):
-    from jaxdali.pipeline.graph import DataNode, constant_node, default_constant_array
+    from jaxdali.ops.graph import DataNode, constant_node, default_constant_array
     from jaxdali.types import ScalarConstant
 
     if isinstance(value, DataNode):
@@ -213,7 +213,7 @@ def _operand(value: Any):
 
 
 def _require_graph(what: str, node: Any) -> None:
-    from jaxdali.pipeline.graph import current_graph
+    from jaxdali.ops.graph import current_graph
 
     if current_graph() is None:
         raise RuntimeError(f"`{what}` on {node!r} was used outside a pipeline definition. Combine DataNodes "
@@ -226,7 +226,7 @@ def _place(node, device: str):
 
 def binary(a: Any, b: Any, op: str):
     """``a <op> b`` as a new node; constants are placed next to the node operand."""
-    from jaxdali.pipeline.graph import DataNode, add_op
+    from jaxdali.ops.graph import DataNode, add_op
 
     _require_graph(_SYMBOLS[op], a if isinstance(a, DataNode) else b)
     na, nb = _operand(a), _operand(b)
@@ -235,7 +235,7 @@ def binary(a: Any, b: Any, op: str):
 
 
 def unary(a: Any, op: str):
-    from jaxdali.pipeline.graph import add_op
+    from jaxdali.ops.graph import add_op
 
     _require_graph(_SYMBOLS[op], a)
     return add_op(UNARY, [_operand(a)], {"op": op})[0]
@@ -320,7 +320,7 @@ SUBSCRIPT = register(OpSchema(
 
 def subscript(node, index: Any):
     """``node[index]``: per-sample integer indices and slices; bounds may be DataNodes."""
-    from jaxdali.pipeline.graph import DataNode, add_op
+    from jaxdali.ops.graph import DataNode, add_op
 
     _require_graph("[]", node)
     entries = index if isinstance(index, tuple) else (index,)

@@ -10,8 +10,8 @@ import numpy as np
 from jaxdali.ops import rng
 
 if TYPE_CHECKING:
-    from jaxdali.pipeline.graph import OpNode
-    from jaxdali.pipeline.tensors import TensorListCPU
+    from jaxdali.ops.graph import OpNode
+    from jaxdali.tensors import TensorListCPU
 
 __all__ = ["Operator", "BuildContext", "RunContext", "ArgValues"]
 

@@ -11,9 +11,9 @@ from typing import Any, Sequence
 
 from jaxdali.ops.operator import BuildContext
 from jaxdali.ops.schema import OpSchema
-from jaxdali.pipeline import state as state_codec
+from jaxdali.core import checkpoint as state_codec
 from jaxdali.pipeline.executor import Prefetcher, worker_pool
-from jaxdali.pipeline.graph import (DataNode, GraphScope, OpNode, constant_node, current_graph,
+from jaxdali.ops.graph import (DataNode, GraphScope, OpNode, constant_node, current_graph,
                                     default_constant_array, reachable_ops)
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type

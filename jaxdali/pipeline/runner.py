@@ -19,13 +19,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxdali import config
+from jaxdali.core import options
 from jaxdali.ops.operator import ArgValues, Operator, RunContext
 from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, OutputRecycler, jax_device, place_on_device
 from jaxdali.pipeline.executor import Cancelled, WorkerPool
-from jaxdali.pipeline.graph import DataNode, OpNode
-from jaxdali.pipeline.state import CheckpointError
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.ops.graph import DataNode, OpNode
+from jaxdali.core.checkpoint import CheckpointError
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["GraphRunner"]
 
@@ -114,7 +114,7 @@ class GraphRunner:
             self._device_mode = (None, frozenset(), None)
             return
         self._device = device
-        if config.get("recycle_device_outputs"):
+        if options.get("recycle_device_outputs"):
             self._recycler = OutputRecycler()
         self._device_mode = (device, self._offloadable(), finish)
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from jaxdali._caller import user_stacklevel
 from jaxdali.ops.sampling import shard_sizes as _shard_sizes
-from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, check_dict, check_int, check_int_list
+from jaxdali.core.checkpoint import MAX_COUNT, CheckpointError, check_dict, check_int, check_int_list
 
 __all__ = ["LastBatchPolicy", "ReaderLayout", "EpochCounters", "IteratorAPI", "IterablePipeline"]
 

@@ -18,7 +18,7 @@ from jaxdali import fn, pipeline_def, types
 from jaxdali.ops import rng
 from jaxdali.ops.crop_window import crop_window_draws, random_crop_windows
 from jaxdali.ops.resize import resize_geometry
-from jaxdali.pipeline.tensors import TensorListGPU
+from jaxdali.tensors import TensorListGPU
 
 FLOWERS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "flowers")
 

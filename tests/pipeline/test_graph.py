@@ -21,7 +21,7 @@ import pytest
 from jaxdali import Pipeline, fn, pipeline_def, types
 from jaxdali.ops import arithmetic
 from jaxdali.ops.schema import OpArgumentError, registry
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 
 def run_graph(make, batch_size=2, device_id=None):

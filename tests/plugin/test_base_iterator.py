@@ -23,7 +23,7 @@ from jaxdali.ops.sampling import ShardSpec, stream_indices
 from jaxdali.plugin import base_iterator as bi
 from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator
 from jaxdali.plugin.jax import DALIGenericIterator
-from jaxdali.pipeline.state import CheckpointError
+from jaxdali.core.checkpoint import CheckpointError
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 

@@ -344,7 +344,7 @@ def test_a_checkpoint_anywhere_restores_the_same_continuation(cfg, warmup, auto_
 @given(CONFIG, st.integers(0, 30), st.sampled_from(["_counter", "_size", "_counter_per_gpu", "_shards_id"]),
        st.integers(-7, 7).filter(bool))
 def test_an_edited_counter_is_refused_unless_reachable(cfg, warmup, key, delta):
-    from jaxdali.pipeline.state import CheckpointError
+    from jaxdali.core.checkpoint import CheckpointError
 
     it, _ = make_pair(cfg)
     observe(it, warmup)

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
-from jaxdali.pipeline.tensors import TensorListGPU
+from jaxdali.tensors import TensorListGPU
 from jaxdali.plugin.jax import assembly
 
 __all__ = ["DALIGenericIterator", "default_num_threads_value"]
