@@ -10,11 +10,9 @@ from typing import Any, Sequence
 
 
 from jaxdali.ops.operator import BuildContext
-from jaxdali.ops.schema import OpSchema
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.pipeline.executor import Prefetcher, worker_pool
-from jaxdali.ops.graph import (DataNode, GraphScope, OpNode, constant_node, current_graph,
-                                    default_constant_array, reachable_ops)
+from jaxdali.ops.graph import DataNode, Graph, GraphScope, constant_node, current_graph, default_constant_array, reachable_ops
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type
 
@@ -97,8 +95,7 @@ class Pipeline:
         self._py_start_method = py_start_method
         self._output_contract = (output_dtype, output_ndim, output_layout)
 
-        self._ops: list[OpNode] = []
-        self._names: set[str] = set()
+        self._graph = Graph(owner=self)
         self._outputs: list[DataNode] | None = None
         self._built = False
         self._build_lock = threading.RLock()
@@ -120,41 +117,22 @@ class Pipeline:
 
     # -- graph definition -------------------------------------------------------------------------------
     def __enter__(self) -> "Pipeline":
-        return GraphScope(self).__enter__()
+        GraphScope(self._graph).__enter__()
+        return self
 
     def __exit__(self, *exc) -> None:
-        GraphScope(self).__exit__(*exc)
+        GraphScope(self._graph).__exit__(*exc)
 
     @staticmethod
     def current() -> "Pipeline | None":
         """The pipeline whose graph is being defined on this thread (inside ``with pipe:``)."""
-        return current_graph()
-
-    def _graph_add(self, schema: OpSchema, device: str, name: str | None, inputs: list[DataNode],
-                   args: dict, arg_inputs: dict, preserve: bool) -> OpNode:
-        if self._built:
-            raise RuntimeError(f"fn.{schema.name}: cannot add operators to pipeline after it was built")
-        op_id = len(self._ops)
-        if name is None:
-            name = f"__{schema.name.replace('.', '_')}_{op_id}"
-        elif not isinstance(name, str):
-            raise TypeError(f"fn.{schema.name}: argument 'name' must be a string, got {name!r}")
-        if name in self._names:
-            raise RuntimeError(f"fn.{schema.name}: operator name {name!r} is not unique in the pipeline")
-        self._names.add(name)
-        last = self._ops[-1] if self._ops else None
-        seed_index = last.seed_index + last.schema.seeded if last else 0
-        node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve, seed_index)
-        out_device = schema.output_device or ("cpu" if device == "cpu" else "gpu")
-        n_out = schema.outputs_for(args)
-        node.outputs = [DataNode(f"{name}[{i}]" if n_out > 1 else name, out_device, node, i) for i in range(n_out)]
-        self._ops.append(node)
-        return node
+        graph = current_graph()
+        return None if graph is None else graph.owner
 
     def set_outputs(self, *outputs: Any) -> None:
         """Declares the pipeline outputs (DataNodes or constants)."""
         nodes = []
-        with GraphScope(self):
+        with GraphScope(self._graph):
             for i, out in enumerate(outputs):
                 if isinstance(out, DataNode):
                     nodes.append(out)
@@ -196,7 +174,7 @@ class Pipeline:
                 from jaxdali.ops import rng
 
                 self._seed = rng.random_seed()
-            ops = reachable_ops(self._outputs, [op for op in self._ops if op.preserve])
+            ops = reachable_ops(self._outputs, [op for op in self._graph.ops if op.preserve])
             if self._enable_checkpointing or checkpoint is not None:
                 # Only checkpoints use it, and it costs seconds when an argument lists a million files.
                 self._fingerprint = state_codec.fingerprint(
@@ -259,6 +237,7 @@ class Pipeline:
             # collection on any thread, even one holding locks that the producers wait for, so it only
             # signals them to stop (join=False); the last one to leave closes the operators.
             self._finalizer = weakref.finalize(self, _stop_producers, prefetcher)
+            self._graph.freeze()
             self._built = True
 
     def _restore(self, runner: GraphRunner, checkpoint: dict) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from jaxdali._caller import user_stacklevel
+from jaxdali.ops.graph import add_op
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.core.checkpoint import CheckpointError
@@ -481,8 +482,6 @@ EXTERNAL_SOURCE = register(OpSchema(
 
 def external_source(source: Any = None, num_outputs: int | None = None, **kwargs: Any):
     """``fn.external_source``: returns one DataNode, or a list of ``num_outputs`` nodes."""
-    from jaxdali.ops.graph import add_op
-
     outputs = add_op(EXTERNAL_SOURCE, [], {"source": source, "num_outputs": num_outputs, **kwargs})
     return outputs if num_outputs is not None else outputs[0]
 
