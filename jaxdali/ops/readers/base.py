@@ -72,6 +72,7 @@ class Reader(Operator):
     samples from ``fetch_all``.
     """
 
+    can_reshard = True
     #: Dataset size, set by the subclass before ``_init_sampling``.
     num_samples: int = 0
     #: ``listing_fingerprint`` of the samples; "" for a reader whose listing is its arguments alone.
