@@ -4,6 +4,7 @@ that holds them, tracing of ``fn.*`` calls and of arithmetic on nodes, pruning a
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -216,14 +217,19 @@ class Graph:
     """The operator instances a pipeline definition added, in creation order.
 
     ``owner`` is the object the graph belongs to (the ``Pipeline``; ``Pipeline.current()`` returns
-    it). ``freeze()`` ends the definition: adding an operator afterwards is an error.
+    it), held weakly so that dropping the pipeline frees it at once, with no garbage collection.
+    ``freeze()`` ends the definition: adding an operator afterwards is an error.
     """
 
-    def __init__(self, owner: object = None):
-        self.owner = owner
+    def __init__(self, owner: object):
+        self._owner = weakref.ref(owner)
         self.ops: list[OpNode] = []
         self._names: set[str] = set()
         self._frozen = False
+
+    @property
+    def owner(self) -> object:
+        return self._owner()
 
     def freeze(self) -> None:
         self._frozen = True
