@@ -9,10 +9,10 @@ from jaxdali import fn as fn
 from jaxdali import types as types
 from jaxdali.pipeline.decorator import pipeline_def as pipeline_def
 from jaxdali.pipeline.pipeline import Pipeline as Pipeline
-from jaxdali.pipeline.tensors import TensorCPU as TensorCPU
-from jaxdali.pipeline.tensors import TensorGPU as TensorGPU
-from jaxdali.pipeline.tensors import TensorListCPU as TensorListCPU
-from jaxdali.pipeline.tensors import TensorListGPU as TensorListGPU
+from jaxdali.tensors import TensorCPU as TensorCPU
+from jaxdali.tensors import TensorGPU as TensorGPU
+from jaxdali.tensors import TensorListCPU as TensorListCPU
+from jaxdali.tensors import TensorListGPU as TensorListGPU
 
 __version__ = "0.1.0"
 

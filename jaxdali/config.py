@@ -2,75 +2,15 @@
 
 Read an option with ``config.get("max_image_pixels")``; change it with
 ``config.update("max_image_pixels", 10_000_000)``. Environment variables are read once, at import.
+The options live in ``jaxdali.core.options`` (below the operators, which read them); this module adds
+``runtime_info``, which asks the operators which paths they run.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from typing import Any, Callable
+from jaxdali.core.options import OPTIONS, Option, get, update
 
 __all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
-
-
-def _choice(value: str, choices: tuple[str, ...]) -> str:
-    value = value.strip().lower()
-    if value not in choices:
-        raise ValueError(f"{value!r} is not one of {list(choices)}")
-    return value
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-    name: str
-    env: str
-    default: Any
-    parse: Callable[[str], Any]
-    help: str
-
-
-OPTIONS: dict[str, Option] = {o.name: o for o in (
-    Option("max_image_pixels", "JAXDALI_MAX_IMAGE_PIXELS", 178_956_970, int,
-           "Decoders refuse images whose header declares this many pixels (width x height) or more, before "
-           "allocating anything, and warn (LargeImageWarning) from half of it. The default is Pillow's "
-           "decompression-bomb error threshold (2 x 89,478,485); the decoders' max_image_pixels argument "
-           "overrides it per operator."),
-    Option("disable_kernel", "JAXDALI_DISABLE_KERNEL", False, lambda v: v.lower() not in ("", "0", "false", "no"),
-           "Resize with the NumPy path even where the compiled kernel is built (same results, slower); "
-           "CI runs the tests once this way."),
-    Option("decoder", "JAXDALI_DECODER", "auto", lambda v: _choice(v, ("auto", "nvimgcodec", "opencv")),
-           "Image decoding backend: 'auto' (nvImageCodec where it is installed, else OpenCV), 'nvimgcodec' "
-           "or 'opencv' (OpenCV, Pillow where OpenCV cannot decode a file)."),
-    Option("recycle_device_outputs", "JAXDALI_RECYCLE_DEVICE_OUTPUTS", True, lambda v: v.lower() not in ("0", "false", "no"),
-           "Framework iterators let the fused device program write large outputs into the memory of earlier "
-           "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "
-           "the iterator (e.g. `.addressable_shards[i].data`) must not outlive the batch while this is on."),
-    Option("reader_read_ahead", "JAXDALI_READER_READ_AHEAD", "remote", str.lower,
-           "Where readers read their next batches ahead on I/O threads (jaxdali.ops.readers.read_ahead): "
-           "'remote' (data behind a URL such as s3://), 'always' or 'never'."),
-)}
-
-_values: dict[str, Any] = {}
-for _opt in OPTIONS.values():
-    _raw = os.environ.get(_opt.env)
-    try:
-        _values[_opt.name] = _opt.default if _raw is None else _opt.parse(_raw)
-    except ValueError:
-        raise ValueError(f"environment variable {_opt.env}={_raw!r} is not valid: {_opt.help}") from None
-
-
-def get(name: str) -> Any:
-    """The current value of option ``name``."""
-    if name not in OPTIONS:
-        raise KeyError(f"unknown jaxdali option {name!r}; options: {sorted(OPTIONS)}")
-    return _values[name]
-
-
-def update(name: str, value: Any) -> None:
-    """Sets option ``name`` for this process."""
-    if name not in OPTIONS:
-        raise KeyError(f"unknown jaxdali option {name!r}; options: {sorted(OPTIONS)}")
-    _values[name] = value
 
 
 def runtime_info() -> dict[str, str]:

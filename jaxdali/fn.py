@@ -14,7 +14,7 @@ from typing import Any, Callable
 import jaxdali.ops  # noqa: F401  (registers the operators)
 from jaxdali.ops.readers.external_source import external_source
 from jaxdali.ops.schema import REQUIRED, OpSchema, on_register, registry
-from jaxdali.pipeline.graph import add_op
+from jaxdali.ops.graph import add_op
 
 __all__ = ["external_source"]
 

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -182,6 +182,20 @@ class ScalarConstant:
         return self.value
 
 
+def _no_graph(array: np.ndarray, layout: str, device: str) -> Any:
+    raise RuntimeError("types.Constant of an array needs the operator graph: import jaxdali")
+
+
+#: Makes a constant graph node; the graph (``jaxdali.ops.graph``, a layer above this module) installs it.
+_constant_node_builder: Callable[..., Any] = _no_graph
+
+
+def set_constant_node_builder(builder: Callable[..., Any]) -> None:
+    """Installs ``builder(array, layout=, device=)``, which ``Constant`` calls to make a constant node."""
+    global _constant_node_builder
+    _constant_node_builder = builder
+
+
 def Constant(value: Any, dtype: DALIDataType | None = None, shape: Any = None, layout: str | None = None,
              device: str | None = None, **kwargs: Any):
     """A constant: a typed scalar outside a graph, or a constant node when given an array or a shape.
@@ -196,8 +210,6 @@ def Constant(value: Any, dtype: DALIDataType | None = None, shape: Any = None, l
     arr = np.asarray(value)
     if arr.ndim == 0 and shape is None and layout is None and device is None:
         return ScalarConstant(value, dtype)
-    from jaxdali.pipeline.graph import constant_node  # the graph imports types, not the reverse
-
     if dtype is not None:
         arr = arr.astype(to_numpy_type(dtype))
     elif arr.dtype == np.float64:
@@ -206,7 +218,7 @@ def Constant(value: Any, dtype: DALIDataType | None = None, shape: Any = None, l
         arr = arr.astype(np.int32)
     if shape is not None:
         arr = np.broadcast_to(arr, shape).copy() if arr.size == 1 else arr.reshape(shape)
-    return constant_node(arr, layout=layout or "", device=device or "cpu")
+    return _constant_node_builder(arr, layout=layout or "", device=device or "cpu")
 
 
 #: DALI's legacy layout names, still found in older pipelines (``output_layout=types.NCHW``): plain

@@ -1,4 +1,5 @@
-"""Constants, elementwise arithmetic on DataNodes, and per-sample indexing/slicing (``node[a:b, i]``).
+"""The operators behind constants, elementwise arithmetic on DataNodes and per-sample indexing/slicing
+(``node[a:b, i]``); ``jaxdali.ops.graph`` turns the Python operators on nodes into them.
 
 Type promotion follows DALI: Python ints are int32 and floats float32 (NumPy scalars keep their
 type); mixing integers and floats gives the float type; ``/`` of integers gives float32; comparisons
@@ -9,15 +10,13 @@ operators and comparisons; bitwise operators and shifts need integers.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
+from jaxdali.tensors import TensorListCPU
 
-__all__ = ["binary", "unary", "subscript", "CONSTANT", "BINARY", "UNARY", "SUBSCRIPT"]
+__all__ = ["CONSTANT", "BINARY", "UNARY", "SUBSCRIPT", "SYMBOLS", "MAX_SUBSCRIPT_AXES", "NODE_BOUND"]
 
 _BINARY_FUNCS = {
     "add": "add", "sub": "subtract", "mul": "multiply", "fdiv": "true_divide", "div": None, "mod": "fmod",
@@ -25,7 +24,8 @@ _BINARY_FUNCS = {
     "lshift": "left_shift", "rshift": "right_shift",
     "eq": "equal", "neq": "not_equal", "lt": "less", "leq": "less_equal", "gt": "greater", "geq": "greater_equal",
 }
-_SYMBOLS = {
+#: The Python operator behind each operation, for messages.
+SYMBOLS = {
     "add": "+", "sub": "-", "mul": "*", "fdiv": "/", "div": "//", "mod": "%", "pow": "**", "bitand": "&",
     "bitor": "|", "bitxor": "^", "lshift": "<<", "rshift": ">>", "eq": "==", "neq": "!=", "lt": "<",
     "leq": "<=", "gt": ">", "geq": ">=", "neg": "-", "abs": "abs", "invert": "~",
@@ -54,7 +54,7 @@ def _promote(op: str, a: np.dtype, b: np.dtype) -> tuple[np.dtype, np.dtype]:
 
 def _check_types(op: str, dtypes: tuple[np.dtype, ...]) -> None:
     """DALI's type rules that are errors rather than promotions (checked when the batch arrives)."""
-    symbol = _SYMBOLS[op]
+    symbol = SYMBOLS[op]
     if op in _BITWISE and any(d.kind not in "iub" for d in dtypes):
         raise TypeError(f"inputs to the bitwise operator `{symbol}` must be integers or booleans, got "
                         f"{' and '.join(str(d) for d in dtypes)}")
@@ -195,56 +195,12 @@ UNARY = register(OpSchema(
     args=(Arg("op", "str", "neg", "The operation.", choices=tuple(_UNARY_FUNCS)),)))
 
 
-def _operand(value: Any):
-    from jaxdali.pipeline.graph import DataNode, constant_node, default_constant_array
-    from jaxdali.types import ScalarConstant
-
-    if isinstance(value, DataNode):
-        return value
-    if isinstance(value, ScalarConstant):
-        return constant_node(value.as_array())
-    if isinstance(value, np.generic):  # a NumPy scalar keeps its type, as in DALI
-        return constant_node(np.asarray(value))
-    arr = default_constant_array(value)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"cannot use {value!r} in pipeline arithmetic: expected a DataNode, a number, a list or array "
-                        "of numbers, or types.Constant")
-    return constant_node(arr)
-
-
-def _require_graph(what: str, node: Any) -> None:
-    from jaxdali.pipeline.graph import current_graph
-
-    if current_graph() is None:
-        raise RuntimeError(f"`{what}` on {node!r} was used outside a pipeline definition. Combine DataNodes "
-                           "inside the function decorated with @pipeline_def, or inside `with pipe:`.")
-
-
-def _place(node, device: str):
-    return node.gpu() if device == "gpu" else node
-
-
-def binary(a: Any, b: Any, op: str):
-    """``a <op> b`` as a new node; constants are placed next to the node operand."""
-    from jaxdali.pipeline.graph import DataNode, add_op
-
-    _require_graph(_SYMBOLS[op], a if isinstance(a, DataNode) else b)
-    na, nb = _operand(a), _operand(b)
-    device = "gpu" if "gpu" in (na.device, nb.device) else "cpu"
-    return add_op(BINARY, [_place(na, device), _place(nb, device)], {"op": op})[0]
-
-
-def unary(a: Any, op: str):
-    from jaxdali.pipeline.graph import add_op
-
-    _require_graph(_SYMBOLS[op], a)
-    return add_op(UNARY, [_operand(a)], {"op": op})[0]
-
-
 # -- subscripts -----------------------------------------------------------------------------------------
 
-_MAX_AXES = 8
-_NODE = "node"
+#: Axes a subscript may index.
+MAX_SUBSCRIPT_AXES = 8
+#: Marks a subscript bound given per sample by a node (an argument input).
+NODE_BOUND = "node"
 
 
 class Subscript(Operator):
@@ -259,13 +215,13 @@ class Subscript(Operator):
         index = []
         for axis, entry in enumerate(self._spec):
             if entry[0] == "at":
-                v = entry[1] if entry[1] != _NODE else int(np.asarray(args.sample_value(f"at_{axis}", i)).reshape(()))
+                v = entry[1] if entry[1] != NODE_BOUND else int(np.asarray(args.sample_value(f"at_{axis}", i)).reshape(()))
                 index.append(v)
             else:
                 bounds = []
                 for key, v in zip(("lo", "hi", "step"), entry[1:]):
                     bounds.append(int(np.asarray(args.sample_value(f"{key}_{axis}", i)).reshape(()))
-                                  if v == _NODE else v)
+                                  if v == NODE_BOUND else v)
                 index.append(slice(*bounds))
         return tuple(index)
 
@@ -315,37 +271,4 @@ SUBSCRIPT = register(OpSchema(
     doc="Per-sample indexing and slicing (what `node[...]` creates).",
     args=(Arg("spec", "any", REQUIRED, "Per-axis index description."),)
     + tuple(Arg(f"{k}_{axis}", "int", None, f"Per-sample {k} bound of axis {axis}.", tensor=True)
-            for axis in range(_MAX_AXES) for k in ("at", "lo", "hi", "step"))))
-
-
-def subscript(node, index: Any):
-    """``node[index]``: per-sample integer indices and slices; bounds may be DataNodes."""
-    from jaxdali.pipeline.graph import DataNode, add_op
-
-    _require_graph("[]", node)
-    entries = index if isinstance(index, tuple) else (index,)
-    if len(entries) > _MAX_AXES:
-        raise IndexError(f"at most {_MAX_AXES} indices are supported, got {len(entries)}")
-    spec = []
-    kwargs: dict[str, Any] = {}
-
-    def bound(v: Any, name: str):
-        if v is None:
-            return None
-        if isinstance(v, DataNode):
-            kwargs[name] = v.cpu() if v.device == "gpu" else v
-            return _NODE
-        if isinstance(v, (int, np.integer)):
-            return int(v)
-        raise OpArgumentError(f"subscript bounds must be integers or DataNodes, got {v!r}")
-
-    for axis, e in enumerate(entries):
-        if isinstance(e, slice):
-            spec.append(("slice", bound(e.start, f"lo_{axis}"), bound(e.stop, f"hi_{axis}"),
-                         bound(e.step, f"step_{axis}")))
-        elif e is Ellipsis or e is None:
-            raise IndexError("`...` and `None` are not supported in DataNode subscripts; index each axis")
-        else:
-            spec.append(("at", bound(e, f"at_{axis}")))
-    kwargs["spec"] = tuple(spec)
-    return add_op(SUBSCRIPT, [node], kwargs)[0]
+            for axis in range(MAX_SUBSCRIPT_AXES) for k in ("at", "lo", "hi", "step"))))

@@ -21,8 +21,8 @@ from jaxdali.ops.geometry import (CROP_ARGS, CROP_LAYOUTS, LayoutAware, WindowOu
                                   round_half_away, sample_name, separate_product, static_sizes, window_slices)
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, to_dali_type, to_numpy_type
 
 __all__ = ["CROP_MIRROR_NORMALIZE", "CAST", "ONE_HOT", "NORMALIZE", "BRIGHTNESS_CONTRAST", "HSV", "COLOR_TWIST",

@@ -51,14 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from jaxdali import config
+from jaxdali.core import options
 from jaxdali.ops import decoders_opencv, rng
 from jaxdali.ops.codec_output import CODEC_OUTPUT
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
 __all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP",
@@ -140,7 +140,7 @@ def _nvimgcodec_missing() -> str | None:
 
 def backend_status() -> tuple[str, str]:
     """The image decoding backend in use, ``"nvimgcodec"`` or ``"opencv"``, and why (config ``decoder``)."""
-    choice = config.get("decoder")
+    choice = options.get("decoder")
     if choice == "opencv":
         return "opencv", "chosen by config 'decoder' (JAXDALI_DECODER=opencv)"
     missing = _nvimgcodec_missing()
@@ -411,7 +411,7 @@ def decode_path(data) -> str:
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = np.frombuffer(data, np.uint8)
     arr = np.ascontiguousarray(np.asarray(data, dtype=np.uint8).reshape(-1))
-    return _read_header(arr, "decoders.image", 0, None, False, config.get("max_image_pixels")).path
+    return _read_header(arr, "decoders.image", 0, None, False, options.get("max_image_pixels")).path
 
 
 # -- orientation ------------------------------------------------------------------------------------
@@ -572,7 +572,7 @@ def decode_image(data, output_type: DALIImageType = DALIImageType.RGB, source: s
         data = np.frombuffer(data, np.uint8)
     arr = _encoded(data, "decoders.image", 0, source)
     spec = _DecodeSpec(DALIImageType(output_type), np.dtype(np.uint8), False)
-    header = _read_header(arr, "decoders.image", 0, source, True, config.get("max_image_pixels"))
+    header = _read_header(arr, "decoders.image", 0, source, True, options.get("max_image_pixels"))
     return _decode_one(arr, header, spec, _params(spec), None, "decoders.image", 0, source)
 
 
@@ -645,7 +645,7 @@ class ImageDecoder(Operator):
                                 bool(self.args["use_fast_idct"]))
         self.adjust = bool(self.args["adjust_orientation"])
         limit = self.args["max_image_pixels"]
-        self.max_pixels = int(config.get("max_image_pixels") if limit is None else limit)
+        self.max_pixels = int(options.get("max_image_pixels") if limit is None else limit)
         self.strict = bool(self.args["strict_decoding"])
         self.replace = self.args["error_policy"] == "replace"
         self.skip_log = SkipLog(f"fn.{self.op}")

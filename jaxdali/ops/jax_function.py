@@ -13,7 +13,7 @@ import numpy as np
 
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["JAX_FUNCTION", "JaxFunctionError"]
 

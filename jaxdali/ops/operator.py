@@ -10,8 +10,9 @@ import numpy as np
 from jaxdali.ops import rng
 
 if TYPE_CHECKING:
-    from jaxdali.pipeline.graph import OpNode
-    from jaxdali.pipeline.tensors import TensorListCPU
+    from jaxdali.ops.error_policy import SkipLog
+    from jaxdali.ops.graph import OpNode
+    from jaxdali.tensors import TensorListCPU
 
 __all__ = ["Operator", "BuildContext", "RunContext", "ArgValues"]
 
@@ -139,6 +140,20 @@ class Operator:
 
     Subclasses implement ``run`` (host) and optionally ``run_jax`` (fused device stage). Stateful
     operators (readers, external sources) implement ``state``/``restore`` with plain JSON data.
+
+    Everything the pipeline's runner may ask of an operator is declared here, with a default that
+    means "not offered" (docs/architecture.md, "Layers and the operator contract"):
+
+    * device stage: ``run_jax``, ``check_device_args``, ``output_layouts``, ``device_offload``,
+      ``dense_device_inputs``;
+    * windows (a producer computes only what its only reader crops): ``output_shapes`` and
+      ``run_windowed`` on the producer, ``input_windows`` on the reader;
+    * state: ``state``, ``restore``, ``check_restored_position``, ``can_reshard``, ``resume_info``;
+    * sources: ``ends_epochs``, ``takes_fed_data``, ``feed``, ``reader_meta``, ``start_epoch``;
+    * ``skip_log`` (``error_policy="replace"``), ``cancel``, ``close``.
+
+    A hook typed ``Callable | None`` is offered by defining a method of that name; the runner decides
+    at build time, from these declarations, what runs where (``jaxdali.pipeline.plan``).
     """
 
     def __init__(self, node: "OpNode", build: BuildContext):
@@ -156,9 +171,43 @@ class Operator:
     #: A device implementation: ``run_jax(inputs: list[jax.Array], args: JaxArgs) -> list[jax.Array]``.
     run_jax: Callable | None = None
 
+    #: May run in the device stage of a device-output pipeline when it is a host operator whose results
+    #: only feed outputs (``run_jax`` must give ``run``'s values bit for bit).
+    device_offload: bool = False
+
+    #: ``dense_device_inputs(ctx, inputs, args) -> list[TensorListCPU] | None``: a dense stand-in for
+    #: ragged inputs, so that an offloaded operator still runs in the device stage (None: run on the host).
+    dense_device_inputs: Callable | None = None
+
+    #: ``run_windowed(ctx, inputs, args, windows) -> outputs``: ``run``, computing only the window
+    #: ``windows[i] = (anchor, shape)`` of each output sample (all of it when ``windows`` is None).
+    run_windowed: Callable | None = None
+
+    #: ``input_windows(shapes, layout, args) -> list[(anchor, shape)] | None``: the window of each input
+    #: sample this operator reads, when it gives the same results from the windows alone (None: it
+    #: needs the whole samples this time).
+    input_windows: Callable | None = None
+
+    #: Whether the source may end an epoch (``StopIteration``); readers end epochs through their metadata.
+    ends_epochs: bool = False
+
+    #: Whether the operator takes batches through ``feed`` (``Pipeline.feed_input``).
+    takes_fed_data: bool = False
+
+    #: Whether a stateful source resumes a checkpoint taken on another shard layout (readers).
+    can_reshard: bool = False
+
+    #: The samples replaced under ``error_policy="replace"``; None for operators without that policy.
+    skip_log: "SkipLog | None" = None
+
     def check_device_args(self, args: ArgValues) -> None:
         """Validates per-sample argument values on the host before the device program is recorded
         (the traced program cannot raise on bad values)."""
+
+    def output_shapes(self, inputs: list, args: ArgValues) -> tuple[list[tuple[int, ...]], str] | None:
+        """(per-sample shapes, layout) of this batch's output before it is computed, for
+        ``run_windowed``; None when unknown (the whole output is computed)."""
+        return None
 
     def output_layouts(self, input_layouts: list[str]) -> list[str]:
         """Layouts of the device implementation's outputs (default: the first input's layout)."""
@@ -170,6 +219,23 @@ class Operator:
 
     def restore(self, state: dict) -> None:
         """Sets the state saved by ``state``."""
+
+    def check_restored_position(self, iteration: int) -> None:
+        """After ``restore``: raises CheckpointError when the restored state cannot belong to a
+        pipeline that has produced ``iteration`` batches."""
+
+    def resume_info(self) -> dict | None:
+        """For iterators, after a restore on another shard layout (``can_reshard``): the residual epoch
+        being finished (``{"residual": samples, "next_epoch": n}``), else None."""
+        return None
+
+    def reader_meta(self) -> dict | None:
+        """Reader metadata (``Pipeline.reader_meta``); None for operators that are no reader."""
+        return None
+
+    def feed(self, data: Any, layout: str | None) -> None:
+        """Queues one batch given to ``Pipeline.feed_input``; only where ``takes_fed_data``."""
+        raise RuntimeError(f"{self.name} takes no fed data")
 
     def start_epoch(self, epoch: int) -> None:
         """Called by ``Pipeline.reset()`` when a new external-source epoch starts."""

@@ -13,7 +13,7 @@ import numpy as np
 from jaxdali.ops import rng
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, to_numpy_type
 
 __all__ = ["COIN_FLIP", "UNIFORM", "NORMAL", "CHOICE"]

@@ -28,7 +28,7 @@ import warnings
 import cv2
 import numpy as np
 
-from jaxdali import config
+from jaxdali.core import options
 from jaxdali.ops import _resample_numpy
 
 __all__ = ["batch_axis_taps", "tap_sum", "resample_frame", "frame_supported", "kernel_status"]
@@ -61,7 +61,7 @@ _KERNEL, _KERNEL_REASON = _load_kernel()
 
 def kernel_status() -> tuple[str, str]:
     """Which implementation ``resample_frame`` runs, ``"compiled kernel"`` or ``"numpy fallback"``, and why."""
-    if config.get("disable_kernel"):
+    if options.get("disable_kernel"):
         return "numpy fallback", "disabled by config 'disable_kernel' (JAXDALI_DISABLE_KERNEL)"
     if _KERNEL is None:
         return "numpy fallback", f"compiled kernel {_KERNEL_REASON}"
@@ -153,7 +153,7 @@ def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, order: bool
         order = rows_first(src.shape, out.shape, taps_h, taps_w)
     if src.strides[1:] != (src.shape[2] * src.itemsize, src.itemsize):
         src = np.ascontiguousarray(src)
-    kernel = _KERNEL if _KERNEL is not None and not config.get("disable_kernel") else _resample_numpy.resample
+    kernel = _KERNEL if _KERNEL is not None and not options.get("disable_kernel") else _resample_numpy.resample
     kernel(src, taps_h, taps_w, out, order)
 
 

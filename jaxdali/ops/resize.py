@@ -52,8 +52,8 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops import resample as fast
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIInterpType, to_numpy_type
 
 __all__ = [

@@ -7,7 +7,7 @@ import numpy as np
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.ops.video_codec import PAD_MODES, decode_frames, index_video, padded_indices, pyav
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["VIDEO_DECODER", "select_frames"]
 

@@ -30,7 +30,7 @@ import numpy as np
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.resize import SpatialLayout, allocate_batch
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIInterpType, to_numpy_type
 
 __all__ = ["rotated_size", "rotation_matrices", "to_index_matrix", "invert_affine", "WARP_AFFINE", "ROTATE"]

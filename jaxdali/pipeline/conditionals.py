@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from jaxdali.pipeline.branch_scope import AtScope, Branch, current_scope, route
-from jaxdali.pipeline.graph import DataNode, add_op, constant_node, default_constant_array
+from jaxdali.ops.branch_scope import AtScope, Branch, current_scope, route
+from jaxdali.ops.graph import DataNode, add_op, constant_node, default_constant_array
 
 __all__ = ["convert", "converted_call", "Condition"]
 

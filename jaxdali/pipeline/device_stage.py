@@ -12,7 +12,6 @@ the device.
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import threading
 import weakref
@@ -20,13 +19,14 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.core.buffers import is_owned
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 if TYPE_CHECKING:
     from jaxdali.ops.operator import Operator
 
 __all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "OutputRecycler", "jax_device", "narrow_for_jax",
-           "note_derived", "place_on_device", "owned_empty", "is_owned"]
+           "note_derived", "place_on_device"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -317,30 +317,6 @@ def _replay_fn(steps: list[tuple], wanted: tuple[int, ...]):
         return tuple(values[r] for r in wanted)
 
     return program
-
-
-_OWNED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
-
-
-def owned_empty(shape, dtype) -> np.ndarray:
-    """An uninitialised array, 64-byte aligned, registered as a pipeline-owned batch buffer.
-
-    Operators allocate their dense outputs with it. Such a buffer is written once by its operator and
-    never handed out as a NumPy array in device-output mode, so ``place_on_device`` may let the
-    ``jax.Array`` use its memory directly (no copy on a CPU device).
-    """
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + 64, np.uint8)
-    start = (-raw.ctypes.data) % 64
-    array = raw[start:start + nbytes].view(dtype).reshape(shape)
-    _OWNED[id(array)] = array
-    return array
-
-
-def is_owned(array: np.ndarray) -> bool:
-    """Whether ``array`` is a buffer from ``owned_empty`` (the same object, not a view of it)."""
-    return _OWNED.get(id(array)) is array
 
 
 def place_on_device(host: TensorListCPU, device, may_alias: bool = False) -> TensorListGPU:

@@ -10,12 +10,11 @@ from typing import Any, Sequence
 
 
 from jaxdali import pickling
-from jaxdali.ops.operator import BuildContext
-from jaxdali.ops.schema import OpSchema
-from jaxdali.pipeline import state as state_codec
+from jaxdali.ops.operator import BuildContext, Operator
+from jaxdali.core import checkpoint as state_codec
+from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.pipeline.executor import Prefetcher, worker_pool
-from jaxdali.pipeline.graph import (DataNode, GraphScope, OpNode, constant_node, current_graph,
-                                    default_constant_array, reachable_ops)
+from jaxdali.ops.graph import DataNode, Graph, GraphScope, constant_node, current_graph, default_constant_array, reachable_ops
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type
 
@@ -104,14 +103,13 @@ class Pipeline:
         self._py_callback_pickler = py_callback_pickler
         self._output_contract = (output_dtype, output_ndim, output_layout)
 
-        self._ops: list[OpNode] = []
-        self._names: set[str] = set()
+        self._graph = Graph(owner=self)
         self._outputs: list[DataNode] | None = None
         self._built = False
         self._build_lock = threading.RLock()
         self._runner: GraphRunner | None = None
         self._prefetcher: Prefetcher | None = None
-        self._built_ops: dict[str, Any] = {}
+        self._built_ops: dict[str, Operator] = {}
         self._api_type: PipelineAPIType | None = None
         self._need_prefetch = True
         self._last_iter = False
@@ -127,41 +125,22 @@ class Pipeline:
 
     # -- graph definition -------------------------------------------------------------------------------
     def __enter__(self) -> "Pipeline":
-        return GraphScope(self).__enter__()
+        GraphScope(self._graph).__enter__()
+        return self
 
     def __exit__(self, *exc) -> None:
-        GraphScope(self).__exit__(*exc)
+        GraphScope(self._graph).__exit__(*exc)
 
     @staticmethod
     def current() -> "Pipeline | None":
         """The pipeline whose graph is being defined on this thread (inside ``with pipe:``)."""
-        return current_graph()
-
-    def _graph_add(self, schema: OpSchema, device: str, name: str | None, inputs: list[DataNode],
-                   args: dict, arg_inputs: dict, preserve: bool) -> OpNode:
-        if self._built:
-            raise RuntimeError(f"fn.{schema.name}: cannot add operators to pipeline after it was built")
-        op_id = len(self._ops)
-        if name is None:
-            name = f"__{schema.name.replace('.', '_')}_{op_id}"
-        elif not isinstance(name, str):
-            raise TypeError(f"fn.{schema.name}: argument 'name' must be a string, got {name!r}")
-        if name in self._names:
-            raise RuntimeError(f"fn.{schema.name}: operator name {name!r} is not unique in the pipeline")
-        self._names.add(name)
-        last = self._ops[-1] if self._ops else None
-        seed_index = last.seed_index + last.schema.seeded if last else 0
-        node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve, seed_index)
-        out_device = schema.output_device or ("cpu" if device == "cpu" else "gpu")
-        n_out = schema.outputs_for(args)
-        node.outputs = [DataNode(f"{name}[{i}]" if n_out > 1 else name, out_device, node, i) for i in range(n_out)]
-        self._ops.append(node)
-        return node
+        graph = current_graph()
+        return None if graph is None else graph.owner
 
     def set_outputs(self, *outputs: Any) -> None:
         """Declares the pipeline outputs (DataNodes or constants)."""
         nodes = []
-        with GraphScope(self):
+        with GraphScope(self._graph):
             for i, out in enumerate(outputs):
                 if isinstance(out, DataNode):
                     nodes.append(out)
@@ -203,7 +182,7 @@ class Pipeline:
                 from jaxdali.ops import rng
 
                 self._seed = rng.random_seed()
-            ops = reachable_ops(self._outputs, [op for op in self._ops if op.preserve])
+            ops = reachable_ops(self._outputs, [op for op in self._graph.ops if op.preserve])
             if self._enable_checkpointing or checkpoint is not None:
                 # Only checkpoints use it, and it costs seconds when an argument lists a million files.
                 self._fingerprint = state_codec.fingerprint(
@@ -226,7 +205,7 @@ class Pipeline:
                     op.close()
                 raise
             self._built_ops = {node.name: op for node, op in built}
-            self._sources_end_epochs = any(getattr(op, "ends_epochs", False) for _, op in built)
+            self._sources_end_epochs = any(op.ends_epochs for _, op in built)
             pool = worker_pool()
             pool.ensure(self._num_threads)
             runner = GraphRunner(built, self._outputs, pool, self._num_threads, self._max_batch_size,
@@ -246,14 +225,14 @@ class Pipeline:
             n_outputs = len(self._outputs)
 
             def produce():
-                outputs, snapshot = runner.run_iteration()
-                _check_output_contract(outputs, contract, n_outputs)
-                return outputs, snapshot
+                batch, snapshot = runner.run_iteration()
+                _check_output_contract(batch.outputs, contract, n_outputs)
+                return batch, snapshot
 
             def finish(job):
-                outputs, snapshot = runner.finish_iteration(job)
-                _check_output_contract(outputs, contract, n_outputs)
-                return outputs, snapshot
+                batch, snapshot = runner.finish_iteration(job)
+                _check_output_contract(batch.outputs, contract, n_outputs)
+                return batch, snapshot
 
             # Two batches in flight when two can be queued and there are threads to share: the next
             # batch begins (sources, in order) while the previous one is finished (executor.Prefetcher).
@@ -267,6 +246,7 @@ class Pipeline:
             # collection on any thread, even one holding locks that the producers wait for, so it only
             # signals them to stop (join=False); the last one to leave closes the operators.
             self._finalizer = weakref.finalize(self, _stop_producers, prefetcher)
+            self._graph.freeze()
             self._built = True
 
     def _restore(self, runner: GraphRunner, checkpoint: dict) -> None:
@@ -276,7 +256,7 @@ class Pipeline:
             # Readers re-shard what is left of the epoch; an external source's state is an iteration
             # index of the old layout, which has no meaning on the new one.
             fixed = [f"{name!r} (fn.{op.node.schema.name})" for name, op in self._built_ops.items()
-                     if op.node.schema.is_source and not hasattr(op, "resume_info")]
+                     if op.node.schema.is_source and not op.can_reshard]
             if fixed:
                 raise state_codec.ReshardError(
                     f"the readers {sorted(resumed)} resume on another shard layout, but the source(s) "
@@ -290,7 +270,7 @@ class Pipeline:
     def resumed_readers(self) -> dict[str, dict]:
         """Readers finishing an epoch that a checkpoint from another shard layout left unfinished:
         ``{name: {"residual": samples left in that epoch (all shards), "next_epoch": ...}}``."""
-        infos = {name: op.resume_info() for name, op in self._built_ops.items() if hasattr(op, "resume_info")}
+        infos = {name: op.resume_info() for name, op in self._built_ops.items()}
         return {name: info for name, info in infos.items() if info is not None}
 
     def _display_name(self) -> str:
@@ -319,8 +299,8 @@ class Pipeline:
         self._need_prefetch = False
         self._prefetcher.schedule(runs)
 
-    def _share(self, schedule_next: bool = False) -> tuple:
-        """The next batch's outputs; with ``schedule_next``, also ``_schedule()`` once it is known to be
+    def _share(self, schedule_next: bool = False) -> PipelineBatch:
+        """The next batch; with ``schedule_next``, also ``_schedule()`` once it is known to be
         a batch (in the same lock round trip as the fetch where no prefetch is due)."""
         if not self._built:
             self.build()
@@ -343,7 +323,7 @@ class Pipeline:
             self._sticky_error = item.error
             raise item.error
         self._consumed_state = item.state
-        return tuple(item.outputs)
+        return item.outputs
 
     def schedule_run(self, *, runs: int | None = None) -> None:
         """Starts computing the next batch (the first call of an epoch prefetches ``prefetch_queue_depth``).
@@ -360,7 +340,7 @@ class Pipeline:
     def share_outputs(self) -> tuple:
         """Waits for the next scheduled batch and returns its outputs (one TensorList per output)."""
         self._use_api(PipelineAPIType.SCHEDULED)
-        return self._share()
+        return self._share().outputs
 
     def release_outputs(self) -> None:
         """Hands the last shared batch back (its arrays remain valid)."""
@@ -369,7 +349,7 @@ class Pipeline:
     def outputs(self) -> tuple:
         """``release_outputs()`` followed by ``share_outputs()``."""
         self._use_api(PipelineAPIType.SCHEDULED)
-        return self._share()
+        return self._share().outputs
 
     def run(self, **pipeline_inputs: Any) -> tuple:
         """Runs one iteration and returns its outputs; keyword arguments feed named external sources.
@@ -386,7 +366,7 @@ class Pipeline:
             for name, data in pipeline_inputs.items():
                 self.feed_input(name, data)
         self._schedule()
-        return self._share()
+        return self._share().outputs
 
     def reset(self) -> None:
         """Starts a new epoch after an external source ended the previous one (no effect otherwise).
@@ -427,7 +407,7 @@ class Pipeline:
         self._check_open()
         name = data_node.source.name if isinstance(data_node, DataNode) else data_node
         op = self._built_ops.get(name)
-        if op is None or not hasattr(op, "feed"):
+        if op is None or op.node.schema.name != "external_source":
             raise RuntimeError(f"feed_input: the pipeline has no external source named {name!r}; "
                                f"its fed external sources are {self.external_source_names()}")
         op.feed(data, layout)
@@ -438,7 +418,8 @@ class Pipeline:
         """Reader metadata (epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch,
         stick_to_shard) for the reader ``name``, or a dict of them for all readers."""
         self.build()
-        readers = {n: op.reader_meta() for n, op in self._built_ops.items() if hasattr(op, "reader_meta")}
+        metas = {n: op.reader_meta() for n, op in self._built_ops.items()}
+        readers = {n: meta for n, meta in metas.items() if meta is not None}
         if name is None:
             return readers
         if name not in readers:
@@ -458,7 +439,7 @@ class Pipeline:
         ``[{"operator": name, "source": file (or "sample i of iteration k"), "error": message}]``."""
         if not self._built:
             return []
-        return [entry for op in self._built_ops.values() if hasattr(op, "skip_log")
+        return [entry for op in self._built_ops.values() if op.skip_log is not None
                 for entry in op.skip_log.entries()]
 
     def executor_statistics(self) -> dict:
@@ -499,7 +480,8 @@ class Pipeline:
         ``device_id``): every dense output becomes a ``jax.Array`` on ``device``, placed by the producer
         thread, and trailing per-pixel host operators with a JAX implementation whose results only
         feed outputs run in the fused device stage, with identical values (DESIGN "uint8 leaves the
-        host"). ``finish(outputs)``, if given, runs on the producer thread after placement. Applies
+        host"). ``finish(outputs)``, if given, runs on the producer thread after placement; what it
+        returns reaches framework iterators as the batch's ``PipelineBatch.prepared``. Applies
         to batches computed after the call; ``None`` returns to host outputs. Pipelines driven by
         ``run()`` keep host outputs unless this is called.
         """
@@ -619,7 +601,7 @@ class Pipeline:
     def external_source_names(self) -> list[str]:
         """Names of the external sources that take ``feed_input`` data (no ``source``), in graph order."""
         self.build()
-        return [n for n, o in self._built_ops.items() if getattr(o, "takes_fed_data", False)]
+        return [n for n, o in self._built_ops.items() if o.takes_fed_data]
 
     def __repr__(self) -> str:
         return (f"Pipeline(batch_size={self._max_batch_size}, num_threads={self._num_threads}, "
@@ -635,7 +617,9 @@ class IteratorAPI:
     def schedule_run(self) -> None:
         self._pipe._schedule()
 
-    def share_and_schedule(self) -> tuple:
+    def share_and_schedule(self) -> PipelineBatch:
+        """The next batch (outputs, rows not real, what the finisher prepared), with the next run
+        scheduled."""
         return self._pipe._share(schedule_next=True)
 
     def set_output_device(self, device, finish=None) -> None:

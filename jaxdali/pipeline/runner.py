@@ -20,13 +20,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxdali import config
+from jaxdali.core import options
 from jaxdali.ops.operator import ArgValues, Operator, RunContext
+from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, OutputRecycler, jax_device, place_on_device
 from jaxdali.pipeline.executor import Cancelled, WorkerPool
-from jaxdali.pipeline.graph import DataNode, OpNode
-from jaxdali.pipeline.state import CheckpointError
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.pipeline.plan import HOST_OUTPUTS, OutputMode, plan_run
+from jaxdali.ops.graph import DataNode, OpNode
+from jaxdali.core.checkpoint import CheckpointError
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["GraphRunner"]
 
@@ -36,9 +38,9 @@ class _Job:
 
     __slots__ = ("ctx", "mode", "values", "program", "snapshot")
 
-    def __init__(self, ctx: RunContext, mode: tuple):
+    def __init__(self, ctx: RunContext, mode: OutputMode):
         self.ctx = ctx
-        self.mode = mode  # (output device, offloaded node ids, finisher), fixed for the batch
+        self.mode = mode  # fixed for the batch
         self.values: dict[int, Any] = {}
         self.program: DeviceProgram | None = None
         self.snapshot: dict | None = None
@@ -53,16 +55,9 @@ class GraphRunner:
 
     def __init__(self, ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode], pool: WorkerPool,
                  num_threads: int, max_batch_size: int, device_id: int | None, pipeline_name: str):
-        # The ordered first part of an iteration runs the sources and the operators that compute their
-        # argument inputs (e.g. a random ROI for fn.readers.numpy), in graph order.
-        feeding: set[int] = set()
-        for n, _ in reversed(ops):
-            if n.schema.is_source or id(n) in feeding:
-                feeding.update(id(inp.source) for inp in list(n.inputs) + list(n.arg_inputs.values()))
-        sources = [(n, o) for n, o in ops if n.schema.is_source or id(n) in feeding]
-        others = [(n, o) for n, o in ops if not (n.schema.is_source or id(n) in feeding)]
-        self._ops = sources + others
-        self._num_sources = len(sources)
+        self.plan = plan_run(ops, outputs)
+        self._ops = self.plan.steps
+        self._num_sources = self.plan.num_sources
         self._outputs = list(outputs)
         self._pool = pool
         self._num_threads = num_threads
@@ -84,102 +79,35 @@ class GraphRunner:
         #: Seconds spent in ``run_iteration`` (the producer's busy time) and batches produced.
         self.busy_seconds = 0.0
         self.batches = 0
-        # (output device, ids of the host operator nodes moved into the device stage); read once per
-        # iteration, replaced as a whole by set_output_device.
-        self._device_mode: tuple = (None, frozenset(), None)
-        self._windowed = self._window_pairs()
-        # Values no later operator reads (and that are no output) are dropped before operator k runs,
-        # so a batch's intermediates (decoded images, ...) do not all live until the batch is done.
-        last_use: dict[int, int] = {}
-        for k, (node, _) in enumerate(self._ops):
-            for out in node.outputs:
-                last_use.setdefault(id(out), k)
-            for inp in list(node.inputs) + list(node.arg_inputs.values()):
-                last_use[id(inp)] = k
-            if node.batch_node is not None:
-                last_use[id(node.batch_node)] = k
-        keep = {id(n) for n in self._outputs}
-        self._release_before: list[list[int]] = [[] for _ in range(len(self._ops) + 2)]
-        for key, k in last_use.items():
-            if key not in keep:
-                # Source outputs stay until the batch-size check before the first operator.
-                self._release_before[max(k + 1, self._num_sources + 1)].append(key)
+        # Read once per iteration, replaced as a whole by set_output_device.
+        self._output_mode = HOST_OUTPUTS
 
     # -- device-output mode ---------------------------------------------------------------------------
     def set_output_device(self, device, finish=None) -> None:
         """Delivers outputs on ``device`` and moves trailing per-pixel operators there (None: host outputs).
 
         ``finish(outputs)``, when given, is called by the producer thread on every batch's outputs
-        list once they are placed (the JAX iterator uses it to build global arrays ahead of
-        ``next()``). Takes effect from the next iteration the producer starts.
+        list once they are placed; what it returns reaches the iterator as ``PipelineBatch.prepared``
+        (the JAX iterator builds global arrays ahead of ``next()`` this way). Takes effect from the
+        next iteration the producer starts.
         """
         if device is None:
-            self._device_mode = (None, frozenset(), None)
+            self._output_mode = HOST_OUTPUTS
             return
         self._device = device
-        if config.get("recycle_device_outputs"):
+        if options.get("recycle_device_outputs"):
             self._recycler = OutputRecycler()
-        self._device_mode = (device, self._offloadable(), finish)
+        self._output_mode = OutputMode(device, self.plan.offloadable, finish)
 
     @property
     def offloaded_ops(self) -> list[str]:
         """Names of the host operators that run in the device stage in device-output mode."""
-        return [n.name for n, _ in self._ops if id(n) in self._device_mode[1]]
-
-    def _offloadable(self) -> frozenset:
-        """Host operators that may run in the device stage: they declare ``device_offload``, have a JAX
-        implementation, and every consumer of their outputs is a pipeline output or such an operator
-        reading it as data (arguments are read on the host, so their producers stay there)."""
-        consumers: dict[int, list] = {}
-        for node, _ in self._ops:
-            for inp in node.inputs:
-                consumers.setdefault(id(inp), []).append((node, True))
-            for inp in node.arg_inputs.values():
-                consumers.setdefault(id(inp), []).append((node, False))
-        outputs = {id(n) for n in self._outputs}
-        chosen: set[int] = set()
-        for node, op in reversed(self._ops):
-            if (node.device != "cpu" or node.schema.is_source or not getattr(op, "device_offload", False)
-                    or op.run_jax is None):
-                continue
-            ok = all(id(out) in outputs or consumers.get(id(out)) for out in node.outputs)
-            for out in node.outputs:
-                for consumer, as_data in consumers.get(id(out), []):
-                    ok = ok and as_data and id(consumer) in chosen
-            if ok:
-                chosen.add(id(node))
-        return frozenset(chosen)
-
-    def _window_pairs(self) -> dict:
-        """Host operators whose only reader crops one window of each sample: producer node id ->
-        (consumer node, consumer operator). The producer then computes just those windows
-        (``run_windowed``), e.g. resize followed by crop_mirror_normalize with a crop: the reader gets
-        samples equal to its windows, so its results are unchanged (``input_windows``)."""
-        readers: dict[int, list] = {}
-        for node, op in self._ops:
-            for k, inp in enumerate(node.inputs):
-                readers.setdefault(id(inp), []).append((node, op, k))
-            for inp in node.arg_inputs.values():
-                readers.setdefault(id(inp), []).append((node, op, -1))
-        outputs = {id(n) for n in self._outputs}
-        pairs = {}
-        for node, op in self._ops:
-            if node.device != "cpu" or len(node.outputs) != 1 or not hasattr(op, "run_windowed"):
-                continue
-            out = node.outputs[0]
-            uses = readers.get(id(out), [])
-            if id(out) in outputs or len(uses) != 1:
-                continue
-            reader, reader_op, position = uses[0]
-            if position == 0 and len(reader.inputs) == 1 and hasattr(reader_op, "input_windows") \
-                    and reader.device == "cpu":
-                pairs[id(node)] = (reader, reader_op)
-        return pairs
+        return [n.name for n, _ in self._ops if id(n) in self._output_mode.offloaded]
 
     def _windows_for(self, node: OpNode, op: Operator, inputs: list, args: ArgValues, values: dict,
                      program, batch_size: int):
         """The windows ``node``'s only reader will read of each output sample, or None."""
-        reader, reader_op = self._windowed[id(node)]
+        reader, reader_op = self.plan.windowed[id(node)]
         if not all(id(n) in values for n in reader.arg_inputs.values()):
             return None  # the reader's arguments are computed later in this iteration
         shapes = op.output_shapes(inputs, args)
@@ -221,8 +149,7 @@ class GraphRunner:
             except (KeyError, TypeError, ValueError, OverflowError) as e:
                 raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{name}': the state of "
                                       f"{node.display_name} cannot be restored ({type(e).__name__}: {e})") from None
-            if hasattr(op, "check_restored_position"):  # readers
-                op.check_restored_position(self.iteration)
+            op.check_restored_position(self.iteration)
 
     def start_epoch(self) -> None:
         self.epoch += 1
@@ -249,7 +176,7 @@ class GraphRunner:
         return self._device
 
     # -- one iteration --------------------------------------------------------------------------------
-    def run_iteration(self) -> tuple[list, dict]:
+    def run_iteration(self) -> tuple[PipelineBatch, dict]:
         """Produces one batch; returns (outputs, state after it). Raises StopIteration at end of data."""
         return self.finish_iteration(self.begin_iteration())
 
@@ -262,7 +189,7 @@ class GraphRunner:
             ctx = RunContext(iteration=self.iteration, epoch=self.epoch, iteration_in_epoch=self.iteration_in_epoch,
                              batch_size=self._max_batch_size, max_batch_size=self._max_batch_size,
                              parallel_for=self._parallel_for)
-            job = _Job(ctx, self._device_mode)
+            job = _Job(ctx, self._output_mode)
             for k in range(self._num_sources):
                 self._step(k, job)
             ctx.batch_size = self._uniform_batch_size(job.values)
@@ -273,26 +200,24 @@ class GraphRunner:
         finally:
             self._add_time("busy", time.perf_counter() - start)
 
-    def finish_iteration(self, job: "_Job") -> tuple[list, dict]:
+    def finish_iteration(self, job: "_Job") -> tuple[PipelineBatch, dict]:
         """The rest of the iteration begun as ``job``: the operators after the sources (pure
-        functions of their inputs), then the outputs; returns (outputs, state after the batch)."""
+        functions of their inputs), then the outputs; returns (the batch, state after it)."""
         start = time.perf_counter()
         try:
             for k in range(self._num_sources, len(self._ops)):
                 self._step(k, job)
             placed = time.perf_counter()
-            output_device, _, finish = job.mode
-            outputs = self._collect_outputs(job.values, job.program, output_device)
-            if job.ctx.replaced:
-                replaced = tuple(sorted(job.ctx.replaced))
+            outputs = self._collect_outputs(job.values, job.program, job.mode.device)
+            replaced = tuple(sorted(job.ctx.replaced))
+            if replaced:
                 for out in outputs:
                     out.replaced_rows = replaced
-            if finish is not None:
-                finish(outputs)
+            prepared = job.mode.finish(outputs) if job.mode.finish is not None else None
             self._add_time("device", time.perf_counter() - placed)
             with self._stats_lock:
                 self.batches += 1
-            return outputs, job.snapshot
+            return PipelineBatch(tuple(outputs), replaced, prepared), job.snapshot
         finally:
             self._add_time("busy", time.perf_counter() - start)
 
@@ -346,10 +271,9 @@ class GraphRunner:
         if node.batch_node is not None:  # inside a branch of a conditional: the branch's samples only
             ctx = dataclasses.replace(ctx, batch_size=len(values[id(node.batch_node)]), replaced={},
                                       pending_replacements={})
-        output_device, offload, _ = job.mode
-        for key in self._release_before[k]:
+        for key in self.plan.release_before[k]:
             values.pop(key, None)
-        if node.device == "cpu" and id(node) in offload:
+        if node.device == "cpu" and id(node) in job.mode.offloaded:
             if job.program is None:
                 job.program = DeviceProgram(self.device(), self._program_cache, alias_owned=True)
             if self._offload(node, op, values, job.program, ctx):
@@ -361,7 +285,7 @@ class GraphRunner:
         else:
             if job.program is None:
                 job.program = DeviceProgram(self.device(), self._program_cache,
-                                            alias_owned=output_device is not None)
+                                            alias_owned=job.mode.device is not None)
             if self._record_on_device(node, op, [values[id(n)] for n in node.inputs], values, job.program,
                                       ctx.batch_size):
                 return
@@ -371,7 +295,7 @@ class GraphRunner:
         start = time.perf_counter()
         try:
             windows = None
-            if id(node) in self._windowed:
+            if id(node) in self.plan.windowed:
                 windows = self._windows_for(node, op, inputs, args, values, job.program, ctx.batch_size)
             result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
         except StopIteration:
@@ -414,7 +338,7 @@ class GraphRunner:
         start = time.perf_counter()
         data = [values[id(n)] for n in node.inputs]
         if not all(isinstance(v, DeviceValue) or v.is_dense_tensor() for v in data):
-            prepare = getattr(op, "dense_device_inputs", None)
+            prepare = op.dense_device_inputs
             if prepare is None or any(isinstance(v, DeviceValue) for v in data):
                 return False
             arg_inputs = {k2: self._host_value(values, n, program) for k2, n in node.arg_inputs.items()}

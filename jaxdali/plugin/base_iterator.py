@@ -33,7 +33,8 @@ import numpy as np
 
 from jaxdali._caller import user_stacklevel
 from jaxdali.ops.sampling import shard_sizes as _shard_sizes
-from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, check_dict, check_int, check_int_list
+from jaxdali.core.checkpoint import MAX_COUNT, CheckpointError, check_dict, check_int, check_int_list
+from jaxdali.pipeline.batch import PipelineBatch
 
 __all__ = ["LastBatchPolicy", "ReaderLayout", "EpochCounters", "IteratorAPI", "IterablePipeline"]
 
@@ -657,9 +658,9 @@ class IteratorAPI(Protocol):
         """Schedule work: the first call after construction or ``reset`` prefetches
         ``prefetch_queue_depth`` batches, later calls one."""
 
-    def share_and_schedule(self) -> tuple:
-        """The next batch: one TensorList-like per pipeline output (``len()`` = batch size), and one
-        more run scheduled (DALI's share_outputs, release_outputs, schedule_run, in one step: the
+    def share_and_schedule(self) -> PipelineBatch:
+        """The next batch (``outputs``: one TensorList-like per pipeline output, ``len()`` = batch
+        size; ``replaced_rows``; ``prepared``), and one more run scheduled (DALI's share_outputs, release_outputs, schedule_run, in one step: the
         outputs stay valid). Raises StopIteration when an external source ended the epoch; nothing
         is scheduled then."""
 
@@ -872,11 +873,11 @@ class _DaliBaseIterator:
     def __next__(self):
         raise NotImplementedError
 
-    def _assemble_batch(self, outputs: list[tuple], rows: tuple[int, ...] | None):
+    def _assemble_batch(self, batches: list[PipelineBatch], rows: tuple[int, ...] | None):
         """Convert one batch to the framework's form (subclasses implement this).
 
         Args:
-          outputs: per wrapped pipeline, the tuple returned by its ``share_and_schedule()``.
+          batches: per wrapped pipeline, what its ``share_and_schedule()`` returned.
           rows: None to use every row. Otherwise PARTIAL trimming (PyTorch): reader mode, the rows to
             keep of each pipeline (NP entries, possibly 0); size mode, the rows to keep of each of
             the first ``len(rows)`` pipelines, the others being left out.
@@ -913,27 +914,27 @@ class _DaliBaseIterator:
             if batch is _EPOCH_END:
                 raise StopIteration
             return batch
-        outputs = self._fetch_outputs(check_epoch_end=True)
+        batches = self._fetch_outputs(check_epoch_end=True)
         # Rows each pipeline's error_policy="replace" filled with a copy of another row (not real).
-        self._replaced_rows = [getattr(outs[0], "replaced_rows", ()) if outs else () for outs in outputs]
+        self._replaced_rows = [b.replaced_rows for b in batches]
         counters = self._counters
         # The policy tests spare FILL (the common case) two calls on this per-batch path.
         dropped = counters.policy is LastBatchPolicy.DROP and counters.drops_next_batch()
         counted = counters.advance()
         rows = counted.partial_rows() if counters.policy is LastBatchPolicy.PARTIAL else None
-        batch = None if dropped else self._assemble_batch(outputs, rows)
+        batch = None if dropped else self._assemble_batch(batches, rows)
         self._counters = counted
         if dropped:
             self._end_epoch()
         return batch
 
-    def _fetch_outputs(self, check_epoch_end: bool) -> list[tuple]:
+    def _fetch_outputs(self, check_epoch_end: bool) -> list[PipelineBatch]:
         if not self._ever_scheduled:
             self._schedule_runs()
         if check_epoch_end and self._counters.epoch_ended:
             self._end_epoch()
         try:
-            outputs = [api.share_and_schedule() for api in self._apis]
+            batches = [api.share_and_schedule() for api in self._apis]
         except StopIteration:
             if self._counters.size < 0 and self._auto_reset:
                 self.reset()
@@ -942,10 +943,10 @@ class _DaliBaseIterator:
             raise
         self._fetches += 1
         if self._reader_name or self._counters.size != -1:
-            for outs in outputs:  # a pipeline's outputs all have its batch's length
-                if len(outs[0]) != self.batch_size:
+            for b in batches:  # a pipeline's outputs all have its batch's length
+                if len(b.outputs[0]) != self.batch_size:
                     raise AssertionError(VARIABLE_BATCH_MSG)
-        return outputs
+        return batches
 
     def _schedule_runs(self) -> None:
         self._ever_scheduled = True

@@ -17,7 +17,7 @@ import pytest
 
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops import color, geometry
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 IMAGES = [np.random.default_rng(i).integers(0, 256, (20, 24, 3), dtype=np.uint8) for i in range(4)]
 RAGGED = [np.random.default_rng(10 + i).integers(0, 256, (30 + 3 * i, 40 - i, 3), dtype=np.uint8) for i in range(4)]

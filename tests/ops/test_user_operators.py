@@ -19,7 +19,7 @@ USER_MODULE = textwrap.dedent('''
     from jaxdali import fn, pipeline_def
     from jaxdali.ops.operator import Operator
     from jaxdali.ops.schema import Arg, OpSchema, register
-    from jaxdali.pipeline.tensors import TensorListCPU
+    from jaxdali.tensors import TensorListCPU
 
     class AddConstant(Operator):
         def run(self, ctx, inputs, args):

@@ -16,7 +16,7 @@ import pytest
 
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops.warp import rotated_size, rotation_matrices
-from jaxdali.pipeline.tensors import TensorListGPU
+from jaxdali.tensors import TensorListGPU
 
 FLOWERS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "flowers")
 PHOTO = "roses/319298955_0c72bd36bf.jpg"  # 333 x 500

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from jaxdali import Pipeline, fn, pipeline_def, types
-from jaxdali.ops import arithmetic
+from jaxdali.ops import graph as node_graph
 from jaxdali.ops.schema import OpArgumentError, registry
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 
 def run_graph(make, batch_size=2, device_id=None):
@@ -272,9 +272,9 @@ def test_abs_invert_and_shifts_are_implemented_by_the_arithmetic_operators():
     def graph():
         n = source(x)
         flags = source(np.array([True, False]))
-        return (arithmetic.unary(n, "abs"), arithmetic.unary(-n, "abs"), arithmetic.unary(n, "invert"),
-                arithmetic.unary(flags, "invert"), arithmetic.binary(n, 2, "lshift"), arithmetic.binary(n, 1, "rshift"),
-                arithmetic.binary(1, source(np.array([3, 0, 4], np.int8)), "lshift"))
+        return (node_graph.unary(n, "abs"), node_graph.unary(-n, "abs"), node_graph.unary(n, "invert"),
+                node_graph.unary(flags, "invert"), node_graph.binary(n, 2, "lshift"), node_graph.binary(n, 1, "rshift"),
+                node_graph.binary(1, source(np.array([3, 0, 4], np.int8)), "lshift"))
 
     outs = [o[0] for o in run_graph(graph, batch_size=1)]
     # DALI 2.4: abs and ~ keep the type (~ of a bool is logical not); shifts promote like +.
@@ -311,10 +311,10 @@ def test_two_booleans_combine_with_multiplication_bitwise_and_comparison():
 
 @pytest.mark.parametrize("make,message", [
     (lambda: -source(np.array([True])), "arithmetic operator `-` cannot take booleans as the input"),
-    (lambda: arithmetic.unary(source(np.array([True])), "abs"), "operator `abs` cannot take booleans"),
+    (lambda: node_graph.unary(source(np.array([True])), "abs"), "operator `abs` cannot take booleans"),
     (lambda: source(np.array([1.5], np.float32)) & 1, r"bitwise operator `&` must be integers or booleans, "
                                                       r"got float32 and int32"),
-    (lambda: arithmetic.unary(source(np.array([1.5], np.float32)), "invert"), "bitwise operator `~`"),
+    (lambda: node_graph.unary(source(np.array([1.5], np.float32)), "invert"), "bitwise operator `~`"),
 ])
 def test_type_rule_errors_name_the_operator(make, message):
     with pytest.raises(TypeError, match=message) as info:

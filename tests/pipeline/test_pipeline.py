@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxdali import Pipeline, fn, pipeline_def, types
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 
 def counter_source(offset: int = 0, stop_after: int | None = None):

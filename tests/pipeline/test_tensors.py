@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def, types
-from jaxdali.pipeline.tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 
 # DALI 2.4
 AS_TENSOR_ERROR = ('Assert on "IsDenseTensor()" failed: The batch must be representable as a tensor - it must '

@@ -20,10 +20,11 @@ import pytest
 
 from jaxdali import fn, pipeline_def
 from jaxdali.ops.sampling import ShardSpec, stream_indices
+from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.plugin import base_iterator as bi
 from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator
 from jaxdali.plugin.jax import DALIGenericIterator
-from jaxdali.pipeline.state import CheckpointError
+from jaxdali.core.checkpoint import CheckpointError
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 
@@ -143,7 +144,7 @@ class FakePipeline:
         outputs = self.share_outputs()
         self.release_outputs()
         self.schedule_run()
-        return outputs
+        return PipelineBatch(outputs)
 
     def reset(self):
         if self.source_ended:
@@ -167,8 +168,8 @@ class ListIterator(_DaliBaseIterator):
     def __next__(self):
         return self._next_batch()
 
-    def _assemble_batch(self, outputs, rows):
-        batch = [list(out[0]) for out in outputs]
+    def _assemble_batch(self, batches, rows):
+        batch = [list(b.outputs[0]) for b in batches]
         if rows is not None:
             batch = [b[:r] for b, r in zip(batch, rows)]
         return batch

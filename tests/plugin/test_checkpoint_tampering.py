@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("jax")
 
 from jaxdali import fn  # noqa: E402
-from jaxdali.pipeline.state import CheckpointCountError, CheckpointError  # noqa: E402
+from jaxdali.core.checkpoint import CheckpointCountError, CheckpointError  # noqa: E402
 from jaxdali.plugin.jax import data_iterator  # noqa: E402
 
 BATCH = 2

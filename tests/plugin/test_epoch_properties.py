@@ -22,6 +22,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from jaxdali.ops.sampling import ShardSpec, shard_bounds, stream_indices  # noqa: E402
+from jaxdali.pipeline.batch import PipelineBatch  # noqa: E402
 from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator  # noqa: E402
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
@@ -201,7 +202,7 @@ class StreamPipeline:
     def share_and_schedule(self):
         start = self.consumed * self.spec.batch_size % len(self.stream)
         self.consumed += 1
-        return (self.stream[start:start + self.spec.batch_size],)
+        return PipelineBatch((self.stream[start:start + self.spec.batch_size],))
 
     def reset(self):
         pass
@@ -217,8 +218,8 @@ class ListIterator(_DaliBaseIterator):
     def __next__(self):
         return self._next_batch()
 
-    def _assemble_batch(self, outputs, rows):
-        batch = [list(out[0]) for out in outputs]
+    def _assemble_batch(self, batches, rows):
+        batch = [list(b.outputs[0]) for b in batches]
         if rows is not None:
             batch = [b[:r] for b, r in zip(batch, rows)][:len(rows)]
         return batch
@@ -344,7 +345,7 @@ def test_a_checkpoint_anywhere_restores_the_same_continuation(cfg, warmup, auto_
 @given(CONFIG, st.integers(0, 30), st.sampled_from(["_counter", "_size", "_counter_per_gpu", "_shards_id"]),
        st.integers(-7, 7).filter(bool))
 def test_an_edited_counter_is_refused_unless_reachable(cfg, warmup, key, delta):
-    from jaxdali.pipeline.state import CheckpointError
+    from jaxdali.core.checkpoint import CheckpointError
 
     it, _ = make_pair(cfg)
     observe(it, warmup)

@@ -12,7 +12,7 @@ pytest.importorskip("jax")
 
 from jaxdali import Pipeline, fn, pipeline_def  # noqa: E402
 from jaxdali.ops import sampling  # noqa: E402
-from jaxdali.pipeline.state import CheckpointError  # noqa: E402
+from jaxdali.core.checkpoint import CheckpointError  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator, LastBatchPolicy, data_iterator  # noqa: E402
 
 

@@ -359,7 +359,7 @@ def test_device_id_places_device_and_cpu_outputs_on_that_device(tmp_path, mode):
     ``.gpu()``, a ``device="gpu"`` operator) are made on that device and its CPU output is placed there.
     Stacked: element k lives on device 7 - k. Sharded over ``Mesh(jax.devices())``: the row block at
     mesh position p is the batch of the pipeline on device p, i.e. shard 7 - p (spec §3)."""
-    from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+    from jaxdali.tensors import TensorListCPU, TensorListGPU
 
     files = _gray_jpegs(tmp_path / "jpegs", 16)
 

@@ -66,7 +66,7 @@ def test_loader_restore_without_factory_returns_checkpoints(tmp_path, index_file
                                   '{"format": "jaxdali-loader", "version": 1, "checkpoints": [1]}',
                                   '[1, 2]', "{not json", "[" * 100_000])
 def test_a_damaged_loader_file_raises_a_checkpoint_error(tmp_path, text):
-    from jaxdali.pipeline.state import CheckpointError
+    from jaxdali.core.checkpoint import CheckpointError
     from jaxdali.plugin.jax.orbax import LoaderCheckpointHandler
 
     (tmp_path / "jaxdali_loader_process_0.json").write_text(text)

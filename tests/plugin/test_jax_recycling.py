@@ -11,7 +11,8 @@ import jax.numpy as jnp  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from jaxdali import config, fn, pipeline_def, types  # noqa: E402
+from jaxdali import fn, pipeline_def, types  # noqa: E402
+from jaxdali.core import options  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Please set `reader_name`")  # size= is given on purpose
@@ -86,7 +87,7 @@ def test_batches_kept_in_any_form_are_never_overwritten(ndev):
 
 
 def test_recycling_can_be_switched_off(monkeypatch):
-    monkeypatch.setitem(config._values, "recycle_device_outputs", False)
+    monkeypatch.setitem(options._values, "recycle_device_outputs", False)
     it, pipes = iterator(jax.devices()[:1])
     for i in range(4):
         np.testing.assert_array_equal(np.array(next(it)["x"]), expected(i))

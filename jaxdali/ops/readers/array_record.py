@@ -14,7 +14,7 @@ import numpy as np
 
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["ARRAY_RECORD_READER"]
 

@@ -17,13 +17,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from jaxdali import config
+from jaxdali.core import options
 from jaxdali.ops import sampling
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.read_ahead import ReadAhead
 from jaxdali.ops.schema import Arg
-from jaxdali.pipeline.state import MAX_COUNT, CheckpointError, ReshardError, check_bool, check_dict, check_int
+from jaxdali.core.checkpoint import MAX_COUNT, CheckpointError, ReshardError, check_bool, check_dict, check_int
 
 __all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED", "listing_fingerprint"]
 
@@ -72,6 +72,7 @@ class Reader(Operator):
     samples from ``fetch_all``.
     """
 
+    can_reshard = True
     #: Dataset size, set by the subclass before ``_init_sampling``.
     num_samples: int = 0
     #: ``listing_fingerprint`` of the samples; "" for a reader whose listing is its arguments alone.
@@ -152,7 +153,7 @@ class Reader(Operator):
 
     def _init_read_ahead(self, paths: Sequence[str]) -> None:
         """Reads batches ahead if the ``reader_read_ahead`` option asks for it for these paths."""
-        mode = config.get("reader_read_ahead")
+        mode = options.get("reader_read_ahead")
         if mode not in ("remote", "always", "never"):
             raise ValueError(f"jaxdali option reader_read_ahead must be 'remote', 'always' or 'never', got {mode!r}")
         if mode == "always" or (mode == "remote" and any(storage.is_remote(p) for p in paths)):

@@ -14,7 +14,7 @@ from jaxdali.ops.readers.base import LOADER_ARGS
 from jaxdali.ops.readers.lmdb_records import LmdbReader
 from jaxdali.ops.readers import protowire
 from jaxdali.ops.readers.protowire import ProtoError
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
 
 __all__ = ["CAFFE_READER", "CAFFE2_READER", "encode_datum", "encode_tensor", "encode_tensor_protos"]

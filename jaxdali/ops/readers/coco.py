@@ -9,7 +9,7 @@ from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.readers.coco_annotations import load_preprocessed, parse_annotations, save_preprocessed
 from jaxdali.ops.readers.coco_masks import label_image, rle_from_polygon
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["COCO_READER"]
 

@@ -28,10 +28,11 @@ import numpy as np
 
 from jaxdali import pickling
 from jaxdali._caller import user_stacklevel
+from jaxdali.ops.graph import add_op
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.state import CheckpointError
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.core.checkpoint import CheckpointError
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 from jaxdali.types import BatchInfo, SampleInfo, to_dali_type, to_numpy_type
 
 __all__ = ["EXTERNAL_SOURCE", "external_source"]
@@ -509,8 +510,6 @@ EXTERNAL_SOURCE = register(OpSchema(
 
 def external_source(source: Any = None, num_outputs: int | None = None, **kwargs: Any):
     """``fn.external_source``: returns one DataNode, or a list of ``num_outputs`` nodes."""
-    from jaxdali.pipeline.graph import add_op
-
     outputs = add_op(EXTERNAL_SOURCE, [], {"source": source, "num_outputs": num_outputs, **kwargs})
     return outputs if num_outputs is not None else outputs[0]
 

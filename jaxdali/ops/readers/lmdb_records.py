@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxdali.ops.readers.base import Reader
 from jaxdali.ops.readers.protowire import ProtoError
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["LmdbReader"]
 

@@ -23,7 +23,7 @@ from jaxdali.ops.readers import npy_format, storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.readers.region import ROI_ARGS, check_roi_args, roi_box
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["NUMPY_READER", "list_numpy_files", "parse_numpy_file_list"]
 

@@ -13,7 +13,7 @@ from jaxdali.ops.readers.example_layout import FeatureSpans, locate_features
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.readers.ranges import read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["TFRECORD_READER", "load_index"]
 

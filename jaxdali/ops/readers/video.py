@@ -20,7 +20,7 @@ from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.file import list_class_folders
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.ops.video_codec import PAD_MODES, VideoIndex, decode_frames, index_video, padded_indices, pyav
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, DALIImageType
 
 __all__ = ["sequence_starts", "uniform_frames", "VIDEO_READER", "EXPERIMENTAL_VIDEO_READER"]

@@ -11,7 +11,7 @@ from jaxdali.ops.readers import wds_index
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.readers.ranges import read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import to_dali_type, to_numpy_type
 
 __all__ = ["WEBDATASET_READER"]

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from jaxdali.pipeline.device_stage import narrow_for_jax, note_derived
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["device_array", "host_array", "host_shape", "RowBlocks", "row_blocks", "row_sharding", "assemble_sharded",
            "stack_pipelines", "shards_are_batches", "direct_global_array",

@@ -6,8 +6,8 @@ import functools
 from typing import Any, Callable, Sequence
 
 from jaxdali.pipeline.decorator import pipeline_def
-from jaxdali.pipeline import state as state_codec
-from jaxdali.pipeline.state import CheckpointCountError, ReshardError
+from jaxdali.core import checkpoint as state_codec
+from jaxdali.core.checkpoint import CheckpointCountError, ReshardError
 from jaxdali.plugin.base_iterator import LastBatchPolicy
 from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
 

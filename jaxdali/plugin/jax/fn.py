@@ -15,7 +15,7 @@ import functools
 from typing import Any, Callable, Sequence
 
 from jaxdali.ops.jax_function import JAX_FUNCTION
-from jaxdali.pipeline.graph import add_op
+from jaxdali.ops.graph import add_op
 
 __all__ = ["jax_function"]
 

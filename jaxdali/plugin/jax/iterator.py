@@ -7,8 +7,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
-from jaxdali.pipeline.tensors import TensorListGPU
+from jaxdali.tensors import TensorListGPU
 from jaxdali.plugin.jax import assembly
 
 __all__ = ["DALIGenericIterator", "default_num_threads_value"]
@@ -140,22 +141,22 @@ class DALIGenericIterator(_DaliBaseIterator):
         }
 
     # -- assembly ----------------------------------------------------------------------------------------
-    def _assemble_batch(self, outputs: list[tuple], rows) -> dict:
+    def _assemble_batch(self, batches: list[PipelineBatch], rows) -> dict:
         batch = {}
+        prepared = batches[0].prepared if len(batches) == 1 else None
         for i, name in enumerate(self.output_map):
-            per_pipeline = [out[i] for out in outputs]
-            batch[name] = self._assemble(name, per_pipeline)
+            per_pipeline = [b.outputs[i] for b in batches]
+            batch[name] = self._assemble(name, per_pipeline, prepared[i] if prepared is not None else None)
         return batch
 
-    def _assemble(self, name: str, per_pipeline: list) -> Any:
+    def _assemble(self, name: str, per_pipeline: list, prepared: Any = None) -> Any:
+        """One output as a ``jax.Array``; ``prepared``: what ``_global_arrays`` made of it, if anything."""
         sharding = self._shardings.get(name)
         if sharding is not None:
-            if len(per_pipeline) == 1:
-                # Made by the producer for this sharding (see _global_arrays), whose only device is
-                # the pipeline's: nothing to check or assemble.
-                made = getattr(per_pipeline[0], "global_array", None)
-                if made is not None and made[0] is sharding:
-                    return made[1]
+            # Made by the producer for this sharding (see _global_arrays), whose only device is the
+            # pipeline's: nothing to check or assemble.
+            if prepared is not None and prepared[0] is sharding:
+                return prepared[1]
             devices = self._devices_for(sharding, per_pipeline)
             direct = self._direct.get(name)
             if direct is not None:
@@ -220,17 +221,21 @@ class DALIGenericIterator(_DaliBaseIterator):
 
 def _global_arrays(output_map: list[str], shardings: dict):
     """A producer-side finisher for one pipeline whose device is the only device of every sharding:
-    it makes each output's global ``jax.Array`` on the producer thread and leaves it on the batch as
-    ``global_array = (sharding, array)``, so ``next()`` returns it without assembling anything."""
+    it makes each output's global ``jax.Array`` on the producer thread; the batch carries them as
+    ``PipelineBatch.prepared`` (``(sharding, array)`` per output, None where it made none), so
+    ``next()`` returns them without assembling anything."""
 
-    def finish(outputs: list) -> None:
+    def finish(outputs: list) -> tuple:
+        prepared = []
         for name, out in zip(output_map, outputs):
             sharding = shardings.get(name)
-            if sharding is None or not isinstance(out, TensorListGPU) or not out.is_dense_tensor():
-                continue
-            arr = out.jax_array()
-            if len(arr.devices()) == 1:
-                out.global_array = (sharding, assembly.global_array(arr.shape, sharding, [arr]))
+            made = None
+            if sharding is not None and isinstance(out, TensorListGPU) and out.is_dense_tensor():
+                arr = out.jax_array()
+                if len(arr.devices()) == 1:
+                    made = (sharding, assembly.global_array(arr.shape, sharding, [arr]))
+            prepared.append(made)
+        return tuple(prepared)
 
     return finish
 

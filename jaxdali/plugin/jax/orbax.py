@@ -27,7 +27,7 @@ from typing import Any, Callable
 import orbax.checkpoint as ocp
 from etils import epath
 
-from jaxdali.pipeline.state import CheckpointError
+from jaxdali.core.checkpoint import CheckpointError
 
 __all__ = ["LoaderCheckpointHandler", "LoaderSave", "LoaderRestore"]
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import torch
 
+from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
 from jaxdali.plugin.pytorch.torch_utils import batch_to_torch, sample_to_torch, to_torch_type
 
@@ -113,9 +114,9 @@ class DALIGenericIterator(_DaliBaseIterator):
     def __next__(self) -> list[dict[str, Any]]:
         return self._next_batch()
 
-    def _assemble_batch(self, outputs: list[tuple], rows: tuple[int, ...] | None) -> list[dict[str, Any]]:
+    def _assemble_batch(self, batches: list[PipelineBatch], rows: tuple[int, ...] | None) -> list[dict[str, Any]]:
         batch = []
-        for j, pipeline_outputs in enumerate(outputs):
+        for j, pipeline_outputs in enumerate(b.outputs for b in batches):
             if rows is not None and j >= len(rows):
                 break  # size-mode PARTIAL: the epoch ended in an earlier pipeline's batch
             keep = None if rows is None else rows[j]

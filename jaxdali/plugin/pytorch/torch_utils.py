@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from jaxdali.pipeline.tensors import TensorListCPU, TensorListGPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 from jaxdali.types import DALIDataType, to_dali_type
 
 __all__ = ["to_torch_type", "feed_ndarray", "to_torch_tensor"]

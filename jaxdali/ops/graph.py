@@ -1,48 +1,50 @@
-"""The pipeline graph: DataNode, operator instances, tracing of ``fn.*`` calls, pruning and ordering."""
+"""The operator graph a pipeline definition builds: DataNode, operator instances (OpNode), the graph
+that holds them, tracing of ``fn.*`` calls and of arithmetic on nodes, pruning and ordering."""
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+import weakref
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from jaxdali import types
+from jaxdali.ops import arithmetic, transfer
 from jaxdali.ops.schema import REQUIRED, OpArgumentError, OpSchema
-from jaxdali.pipeline import branch_scope
+from jaxdali.ops import branch_scope
 from jaxdali.types import ScalarConstant
 
-if TYPE_CHECKING:
-    from jaxdali.pipeline.pipeline import Pipeline
-
-__all__ = ["DataNode", "OpNode", "add_op", "current_graph", "GraphScope", "reachable_ops", "constant_node", "default_constant_array"]
+__all__ = ["DataNode", "OpNode", "Graph", "add_op", "current_graph", "GraphScope", "reachable_ops", "constant_node",
+           "default_constant_array", "binary", "unary", "subscript"]
 
 _DEVICES = ("cpu", "gpu", "mixed")
 
 
 class _ScopeStack(threading.local):
     def __init__(self):
-        self.stack: list["Pipeline"] = []
+        self.stack: list["Graph"] = []
 
 
 _scopes = _ScopeStack()
 
 
 class GraphScope:
-    """Context manager that makes a pipeline the target of ``fn.*`` calls on this thread."""
+    """Context manager that makes ``graph`` the target of ``fn.*`` calls on this thread."""
 
-    def __init__(self, pipeline: "Pipeline"):
-        self._pipeline = pipeline
+    def __init__(self, graph: "Graph"):
+        self._graph = graph
 
-    def __enter__(self):
-        _scopes.stack.append(self._pipeline)
-        return self._pipeline
+    def __enter__(self) -> "Graph":
+        _scopes.stack.append(self._graph)
+        return self._graph
 
     def __exit__(self, *exc):
         _scopes.stack.pop()
 
 
-def current_graph() -> "Pipeline | None":
-    """The pipeline whose graph is being defined on this thread, or None."""
+def current_graph() -> "Graph | None":
+    """The graph being defined on this thread, or None."""
     return _scopes.stack[-1] if _scopes.stack else None
 
 
@@ -70,16 +72,12 @@ class DataNode:
         """This batch on the pipeline's JAX device."""
         if self.device == "gpu":
             return self
-        from jaxdali.ops import transfer
-
         return add_op(transfer.TO_DEVICE, [self], {})[0]
 
     def cpu(self) -> "DataNode":
         """This batch in host memory."""
         if self.device == "cpu":
             return self
-        from jaxdali.ops import transfer
-
         return add_op(transfer.TO_HOST, [self], {})[0]
 
     def __bool__(self):
@@ -92,15 +90,11 @@ class DataNode:
         raise TypeError(f"DataNode {self.name!r} is not iterable; index it per sample with node[i]")
 
     def __getitem__(self, index: Any) -> "DataNode":
-        from jaxdali.ops import arithmetic
-
-        return arithmetic.subscript(self, index)
+        return subscript(self, index)
 
     # Arithmetic: each maps to one elementwise operator.
     def _binary(self, other: Any, op: str, reflected: bool = False) -> "DataNode":
-        from jaxdali.ops import arithmetic
-
-        return arithmetic.binary(other, self, op) if reflected else arithmetic.binary(self, other, op)
+        return binary(other, self, op) if reflected else binary(self, other, op)
 
     def __add__(self, o): return self._binary(o, "add")
     def __radd__(self, o): return self._binary(o, "add", True)
@@ -135,9 +129,7 @@ class DataNode:
     def __rrshift__(self, o): return self._binary(o, "rshift", True)
 
     def _unary(self, op: str) -> "DataNode":
-        from jaxdali.ops import arithmetic
-
-        return arithmetic.unary(self, op)
+        return unary(self, op)
 
     def __neg__(self): return self._unary("neg")
     def __abs__(self): return self._unary("abs")
@@ -227,19 +219,63 @@ def default_constant_array(value: Any) -> np.ndarray:
     return arr
 
 
-def _require_graph(op: str) -> "Pipeline":
-    pipe = current_graph()
-    if pipe is None:
+class Graph:
+    """The operator instances a pipeline definition added, in creation order.
+
+    ``owner`` is the object the graph belongs to (the ``Pipeline``; ``Pipeline.current()`` returns
+    it), held weakly so that dropping the pipeline frees it at once, with no garbage collection.
+    ``freeze()`` ends the definition: adding an operator afterwards is an error.
+    """
+
+    def __init__(self, owner: object):
+        self._owner = weakref.ref(owner)
+        self.ops: list[OpNode] = []
+        self._names: set[str] = set()
+        self._frozen = False
+
+    @property
+    def owner(self) -> object:
+        return self._owner()
+
+    def freeze(self) -> None:
+        self._frozen = True
+
+    def add(self, schema: OpSchema, device: str, name: str | None, inputs: list[DataNode], args: dict,
+            arg_inputs: dict, preserve: bool) -> OpNode:
+        """Adds one operator instance; returns it with its output nodes."""
+        if self._frozen:
+            raise RuntimeError(f"fn.{schema.name}: cannot add operators to pipeline after it was built")
+        op_id = len(self.ops)
+        if name is None:
+            name = f"__{schema.name.replace('.', '_')}_{op_id}"
+        elif not isinstance(name, str):
+            raise TypeError(f"fn.{schema.name}: argument 'name' must be a string, got {name!r}")
+        if name in self._names:
+            raise RuntimeError(f"fn.{schema.name}: operator name {name!r} is not unique in the pipeline")
+        self._names.add(name)
+        last = self.ops[-1] if self.ops else None
+        seed_index = last.seed_index + last.schema.seeded if last else 0
+        node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve, seed_index)
+        out_device = schema.output_device or ("cpu" if device == "cpu" else "gpu")
+        n_out = schema.outputs_for(args)
+        node.outputs = [DataNode(f"{name}[{i}]" if n_out > 1 else name, out_device, node, i) for i in range(n_out)]
+        self.ops.append(node)
+        return node
+
+
+def _require_graph(op: str) -> Graph:
+    graph = current_graph()
+    if graph is None:
         raise RuntimeError(
             f"fn.{op} was called outside a pipeline definition. Call operators inside a function "
             "decorated with @pipeline_def, or inside `with pipe:` for a Pipeline object.")
-    return pipe
+    return graph
 
 
 def add_op(schema: OpSchema, inputs: Sequence[Any], kwargs: dict[str, Any]) -> list[DataNode]:
     """Adds one instance of ``schema`` to the current pipeline graph; returns its output nodes."""
     op = schema.name
-    pipe = _require_graph(op)
+    graph = _require_graph(op)
     kwargs = dict(kwargs)
     device = kwargs.pop("device", None)
     name = kwargs.pop("name", None)
@@ -291,7 +327,7 @@ def add_op(schema: OpSchema, inputs: Sequence[Any], kwargs: dict[str, Any]) -> l
     if scope and not branch_scope.merging():  # inside a branch of an `if` on a DataNode: its samples only
         in_nodes = [branch_scope.route(n, scope) for n in in_nodes]
         arg_inputs = {k: branch_scope.route(n, scope) for k, n in arg_inputs.items()}
-    node = pipe._graph_add(schema, device, name, in_nodes, args, arg_inputs, preserve)
+    node = graph.add(schema, device, name, in_nodes, args, arg_inputs, preserve)
     if scope:
         node.batch_node = branch_scope.batch_node(scope)
         for out in node.outputs:
@@ -301,10 +337,79 @@ def add_op(schema: OpSchema, inputs: Sequence[Any], kwargs: dict[str, Any]) -> l
 
 def constant_node(array: np.ndarray, layout: str = "", device: str = "cpu") -> DataNode:
     """A node whose every sample is ``array``."""
-    from jaxdali.ops import arithmetic
-
     out = add_op(arithmetic.CONSTANT, [], {"value": array, "layout": layout})[0]
     return out.gpu() if device == "gpu" else out
+
+
+# -- arithmetic and subscripts on nodes (their operators are in jaxdali.ops.arithmetic) -----------------
+
+def _operand(value: Any):
+    if isinstance(value, DataNode):
+        return value
+    if isinstance(value, ScalarConstant):
+        return constant_node(value.as_array())
+    if isinstance(value, np.generic):  # a NumPy scalar keeps its type, as in DALI
+        return constant_node(np.asarray(value))
+    arr = default_constant_array(value)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"cannot use {value!r} in pipeline arithmetic: expected a DataNode, a number, a list or array "
+                        "of numbers, or types.Constant")
+    return constant_node(arr)
+
+
+def _require_graph_for(what: str, node: Any) -> None:
+    if current_graph() is None:
+        raise RuntimeError(f"`{what}` on {node!r} was used outside a pipeline definition. Combine DataNodes "
+                           "inside the function decorated with @pipeline_def, or inside `with pipe:`.")
+
+
+def _place(node, device: str):
+    return node.gpu() if device == "gpu" else node
+
+
+def binary(a: Any, b: Any, op: str):
+    """``a <op> b`` as a new node; constants are placed next to the node operand."""
+    _require_graph_for(arithmetic.SYMBOLS[op], a if isinstance(a, DataNode) else b)
+    na, nb = _operand(a), _operand(b)
+    device = "gpu" if "gpu" in (na.device, nb.device) else "cpu"
+    return add_op(arithmetic.BINARY, [_place(na, device), _place(nb, device)], {"op": op})[0]
+
+
+def unary(a: Any, op: str):
+    """``<op> a`` as a new node."""
+    _require_graph_for(arithmetic.SYMBOLS[op], a)
+    return add_op(arithmetic.UNARY, [_operand(a)], {"op": op})[0]
+
+
+def subscript(node, index: Any):
+    """``node[index]``: per-sample integer indices and slices; bounds may be DataNodes."""
+    _require_graph_for("[]", node)
+    entries = index if isinstance(index, tuple) else (index,)
+    if len(entries) > arithmetic.MAX_SUBSCRIPT_AXES:
+        raise IndexError(f"at most {arithmetic.MAX_SUBSCRIPT_AXES} indices are supported, got {len(entries)}")
+    spec = []
+    kwargs: dict[str, Any] = {}
+
+    def bound(v: Any, name: str):
+        if v is None:
+            return None
+        if isinstance(v, DataNode):
+            kwargs[name] = v.cpu() if v.device == "gpu" else v
+            return arithmetic.NODE_BOUND
+        if isinstance(v, (int, np.integer)):
+            return int(v)
+        raise OpArgumentError(f"subscript bounds must be integers or DataNodes, got {v!r}")
+
+    for axis, e in enumerate(entries):
+        if isinstance(e, slice):
+            spec.append(("slice", bound(e.start, f"lo_{axis}"), bound(e.stop, f"hi_{axis}"),
+                         bound(e.step, f"step_{axis}")))
+        elif e is Ellipsis or e is None:
+            raise IndexError("`...` and `None` are not supported in DataNode subscripts; index each axis")
+        else:
+            spec.append(("at", bound(e, f"at_{axis}")))
+    kwargs["spec"] = tuple(spec)
+    return add_op(arithmetic.SUBSCRIPT, [node], kwargs)[0]
 
 
 def reachable_ops(outputs: Iterable[DataNode], preserved: Iterable[OpNode]) -> list[OpNode]:
@@ -321,3 +426,6 @@ def reachable_ops(outputs: Iterable[DataNode], preserved: Iterable[OpNode]) -> l
         if op.batch_node is not None:
             stack.append(op.batch_node.source)
     return [seen[k] for k in sorted(seen)]
+
+
+types.set_constant_node_builder(constant_node)

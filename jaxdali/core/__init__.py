@@ -1,0 +1,1 @@
+"""The foundation below the operators: checkpoint-format errors and field checks, host batch buffers."""

@@ -1,0 +1,152 @@
+"""What the runner decides once, when a pipeline is built: the order of the operators, when each
+intermediate batch is dropped, which producers compute only the windows their reader crops, and which
+host operators may run in the device stage. Pure functions of the graph and the operators' declared
+hooks (``jaxdali.ops.operator.Operator``); the runner follows the frozen result for every batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Callable, Mapping, Sequence
+
+from jaxdali.ops.graph import DataNode, OpNode
+from jaxdali.ops.operator import Operator
+
+__all__ = ["RunPlan", "OutputMode", "HOST_OUTPUTS", "plan_run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """How every batch of one built pipeline runs.
+
+    Attributes:
+      steps: (node, operator) in run order: the sources and the operators that compute their
+        argument inputs first (graph order), then the others (graph order).
+      num_sources: how many of ``steps`` make the ordered first part of an iteration.
+      release_before: per step (plus two), the value keys (``id`` of a DataNode) no later step reads
+        and that are no output: they are dropped before that step runs.
+      windowed: producer node id -> (reader node, reader operator): host producers whose only reader
+        crops one window of each sample, so that they compute just those windows (``run_windowed``
+        and ``input_windows``).
+      offloadable: ids of the host operator nodes that run in the fused device stage when the
+        outputs are delivered on a device.
+    """
+
+    steps: tuple[tuple[OpNode, Operator], ...]
+    num_sources: int
+    release_before: tuple[tuple[int, ...], ...]
+    windowed: Mapping[int, tuple[OpNode, Operator]]
+    offloadable: frozenset[int]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputMode:
+    """Where a batch's outputs go, fixed for the batch when it begins.
+
+    Attributes:
+      device: the JAX device that receives every dense output; None: host outputs.
+      offloaded: ids of the host operator nodes recorded into the device stage for this batch.
+      finish: called by the producer thread with the placed outputs; what it returns (one entry per
+        output, or None) reaches the framework iterator as ``PipelineBatch.prepared``.
+    """
+
+    device: object = None
+    offloaded: frozenset[int] = frozenset()
+    finish: Callable[[list], tuple | None] | None = None
+
+
+#: Outputs stay in host memory and every host operator runs on the host.
+HOST_OUTPUTS = OutputMode()
+
+
+def plan_run(ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> RunPlan:
+    """The plan for the built operators ``ops`` (graph order) and the pipeline ``outputs``."""
+    steps, num_sources = _order(ops)
+    return RunPlan(steps=steps, num_sources=num_sources, release_before=_release_schedule(steps, num_sources, outputs),
+                   windowed=types.MappingProxyType(window_pairs(steps, outputs)),
+                   offloadable=_offloadable(steps, outputs))
+
+
+def _order(ops: Sequence[tuple[OpNode, Operator]]) -> tuple[tuple[tuple[OpNode, Operator], ...], int]:
+    # The ordered first part of an iteration runs the sources and the operators that compute their
+    # argument inputs (e.g. a random ROI for fn.readers.numpy), in graph order.
+    feeding: set[int] = set()
+    for n, _ in reversed(ops):
+        if n.schema.is_source or id(n) in feeding:
+            feeding.update(id(inp.source) for inp in list(n.inputs) + list(n.arg_inputs.values()))
+    sources = [(n, o) for n, o in ops if n.schema.is_source or id(n) in feeding]
+    others = [(n, o) for n, o in ops if not (n.schema.is_source or id(n) in feeding)]
+    return tuple(sources + others), len(sources)
+
+
+def _release_schedule(steps: Sequence[tuple[OpNode, Operator]], num_sources: int,
+                      outputs: Sequence[DataNode]) -> tuple[tuple[int, ...], ...]:
+    # Values no later operator reads (and that are no output) are dropped before operator k runs,
+    # so a batch's intermediates (decoded images, ...) do not all live until the batch is done.
+    last_use: dict[int, int] = {}
+    for k, (node, _) in enumerate(steps):
+        for out in node.outputs:
+            last_use.setdefault(id(out), k)
+        for inp in list(node.inputs) + list(node.arg_inputs.values()):
+            last_use[id(inp)] = k
+        if node.batch_node is not None:  # a conditional branch's size is read when the operator runs
+            last_use[id(node.batch_node)] = k
+    keep = {id(n) for n in outputs}
+    release: list[list[int]] = [[] for _ in range(len(steps) + 2)]
+    for key, k in last_use.items():
+        if key not in keep:
+            # Source outputs stay until the batch-size check before the first operator.
+            release[max(k + 1, num_sources + 1)].append(key)
+    return tuple(tuple(keys) for keys in release)
+
+
+def window_pairs(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> dict:
+    """Host operators whose only reader crops one window of each sample: producer node id ->
+    (consumer node, consumer operator). The producer then computes just those windows
+    (``run_windowed``), e.g. resize followed by crop_mirror_normalize with a crop: the reader gets
+    samples equal to its windows, so its results are unchanged (``input_windows``)."""
+    readers: dict[int, list] = {}
+    for node, op in steps:
+        for k, inp in enumerate(node.inputs):
+            readers.setdefault(id(inp), []).append((node, op, k))
+        for inp in node.arg_inputs.values():
+            readers.setdefault(id(inp), []).append((node, op, -1))
+    output_ids = {id(n) for n in outputs}
+    pairs = {}
+    for node, op in steps:
+        if node.device != "cpu" or len(node.outputs) != 1 or op.run_windowed is None:
+            continue
+        out = node.outputs[0]
+        uses = readers.get(id(out), [])
+        if id(out) in output_ids or len(uses) != 1:
+            continue
+        reader, reader_op, position = uses[0]
+        if position == 0 and len(reader.inputs) == 1 and reader_op.input_windows is not None \
+                and reader.device == "cpu":
+            pairs[id(node)] = (reader, reader_op)
+    return pairs
+
+
+def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> frozenset[int]:
+    """Host operators that may run in the device stage: they declare ``device_offload``, have a JAX
+    implementation, and every consumer of their outputs is a pipeline output or such an operator
+    reading it as data (arguments are read on the host, so their producers stay there)."""
+    consumers: dict[int, list] = {}
+    for node, _ in steps:
+        for inp in node.inputs:
+            consumers.setdefault(id(inp), []).append((node, True))
+        for inp in node.arg_inputs.values():
+            consumers.setdefault(id(inp), []).append((node, False))
+    output_ids = {id(n) for n in outputs}
+    chosen: set[int] = set()
+    for node, op in reversed(steps):
+        if node.device != "cpu" or node.schema.is_source or not op.device_offload or op.run_jax is None:
+            continue
+        ok = all(id(out) in output_ids or consumers.get(id(out)) for out in node.outputs)
+        for out in node.outputs:
+            for consumer, as_data in consumers.get(id(out), []):
+                ok = ok and as_data and id(consumer) in chosen
+        if ok:
+            chosen.add(id(node))
+    return frozenset(chosen)
