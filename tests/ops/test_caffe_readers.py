@@ -184,6 +184,8 @@ def test_bad_records_and_paths_are_named(tmp_path):
         _run(fn, jaxdali.pipeline_def, 1, path=path, image_available=False, label_type=0)
     with pytest.raises(FileNotFoundError, match="readers.caffe2: LMDB path .*nowhere"):
         _run(fn, jaxdali.pipeline_def, 1, path=str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="readers.caffe: argument 'path': 'gs://bucket/db' is a URL.*local path"):
+        _run(fn, jaxdali.pipeline_def, 1, _reader="caffe", path="gs://bucket/db")
     with pytest.raises(ValueError, match="the Datum has no label"):
         _run(fn, jaxdali.pipeline_def, 1, _reader="caffe", path=write_lmdb(tmp_path / "c", [encode_datum(b"x")]))
 
