@@ -15,6 +15,9 @@ from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 KERNEL_SOURCE = "jaxdali/ops/_resample_kernel.c"
 PROTOWIRE_SOURCE = "jaxdali/ops/readers/_protowire_kernel.c"
+#: What each kernel does, for the warning when it is not built.
+PURPOSE = {"jaxdali.ops._resample_kernel": "resize kernel",
+           "jaxdali.ops.readers._protowire_kernel": "protobuf parser of Caffe/Caffe2 LMDB records"}
 LIMITED_API = sys.version_info >= (3, 11) and not hasattr(sys, "gettotalrefcount")  # no abi3 for debug builds
 
 
@@ -30,7 +33,8 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except (PlatformError, CCompilerError, ExecError, OSError) as e:
-            self._skip(e)
+            for ext in self.extensions:
+                self._skip(ext, e)
         if self.inplace:  # a kernel left by another build (e.g. a non-abi3 name) would be imported first
             for ext in self.extensions:
                 built = pathlib.Path(self.get_ext_fullpath(ext.name))
@@ -49,13 +53,13 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except (CCompilerError, ExecError, PlatformError, OSError) as e:
-            self._skip(e)
+            self._skip(ext, e)
 
     @staticmethod
-    def _skip(error: Exception) -> None:
-        print(f"WARNING: jaxdali's compiled kernels ({KERNEL_SOURCE}, {PROTOWIRE_SOURCE}) were not all built "
-              f"({error}); jaxdali will run its NumPy paths (same results, slower). Install a C compiler and the "
-              "Python headers, then reinstall, to build them.", file=sys.stderr)
+    def _skip(ext: Extension, error: Exception) -> None:
+        print(f"WARNING: jaxdali's compiled {PURPOSE[ext.name]} ({ext.sources[0]}) was not built ({error}); jaxdali "
+              "will run its NumPy path instead (same results, slower). Install a C compiler and the Python headers, "
+              "then reinstall, to build it.", file=sys.stderr)
 
 
 def kernel(name: str, source: str) -> Extension:
