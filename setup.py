@@ -1,8 +1,8 @@
-"""Build of jaxdali's one compiled kernel; everything else about the package is in pyproject.toml.
+"""Build of jaxdali's compiled kernels; everything else about the package is in pyproject.toml.
 
-The kernel is optional: where it cannot be compiled (no C compiler, no Python headers), the build says
-so and goes on, and jaxdali resizes with its NumPy path (same values, slower). On Python >= 3.11 the
-kernel uses the stable ABI, so one wheel serves every later CPython (abi3).
+The kernels (resize; protobuf record parsing) are optional: where they cannot be compiled (no C compiler,
+no Python headers), the build says so and goes on, and jaxdali runs its NumPy paths (same values, slower).
+On Python >= 3.11 the kernels use the stable ABI, so one wheel serves every later CPython (abi3).
 """
 
 import hashlib
@@ -14,6 +14,10 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 KERNEL_SOURCE = "jaxdali/ops/_resample_kernel.c"
+PROTOWIRE_SOURCE = "jaxdali/ops/readers/_protowire_kernel.c"
+#: What each kernel does, for the warning when it is not built.
+PURPOSE = {"jaxdali.ops._resample_kernel": "resize kernel",
+           "jaxdali.ops.readers._protowire_kernel": "protobuf parser of Caffe/Caffe2 LMDB records"}
 LIMITED_API = sys.version_info >= (3, 11) and not hasattr(sys, "gettotalrefcount")  # no abi3 for debug builds
 
 
@@ -29,7 +33,8 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except (PlatformError, CCompilerError, ExecError, OSError) as e:
-            self._skip(e)
+            for ext in self.extensions:
+                self._skip(ext, e)
         if self.inplace:  # a kernel left by another build (e.g. a non-abi3 name) would be imported first
             for ext in self.extensions:
                 built = pathlib.Path(self.get_ext_fullpath(ext.name))
@@ -48,25 +53,31 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except (CCompilerError, ExecError, PlatformError, OSError) as e:
-            self._skip(e)
+            self._skip(ext, e)
 
     @staticmethod
-    def _skip(error: Exception) -> None:
-        print(f"WARNING: jaxdali's compiled resize kernel ({KERNEL_SOURCE}) was not built ({error}); jaxdali "
-              "will resize with its NumPy path (same results, slower). Install a C compiler and the Python "
-              "headers, then reinstall, to build it.", file=sys.stderr)
+    def _skip(ext: Extension, error: Exception) -> None:
+        print(f"WARNING: jaxdali's compiled {PURPOSE[ext.name]} ({ext.sources[0]}) was not built ({error}); jaxdali "
+              "will run its NumPy path instead (same results, slower). Install a C compiler and the Python headers, "
+              "then reinstall, to build it.", file=sys.stderr)
+
+
+def kernel(name: str, source: str) -> Extension:
+    """An optional extension module built from one C source, which gets the source's SHA-256 compiled in."""
+    return Extension(
+        name,
+        [source],
+        define_macros=[("JAXDALI_KERNEL_SOURCE", "0x" + source_sha256(source))]
+        + ([("Py_LIMITED_API", "0x030B0000")] if LIMITED_API else []),
+        py_limited_api=LIMITED_API,
+        optional=True,
+    )
 
 
 setup(
     ext_modules=[
-        Extension(
-            "jaxdali.ops._resample_kernel",
-            [KERNEL_SOURCE],
-            define_macros=[("JAXDALI_KERNEL_SOURCE", "0x" + source_sha256(KERNEL_SOURCE))]
-            + ([("Py_LIMITED_API", "0x030B0000")] if LIMITED_API else []),
-            py_limited_api=LIMITED_API,
-            optional=True,
-        )
+        kernel("jaxdali.ops._resample_kernel", KERNEL_SOURCE),
+        kernel("jaxdali.ops.readers._protowire_kernel", PROTOWIRE_SOURCE),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED_API else {},

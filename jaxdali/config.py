@@ -14,16 +14,19 @@ __all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
 
 
 def runtime_info() -> dict[str, str]:
-    """What this installation runs: jaxdali's version, the resize and decode paths (and why), nvImageCodec's
-    version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info`` prints it)."""
+    """What this installation runs: jaxdali's version, the resize, protobuf-parsing and decode paths (and why),
+    nvImageCodec's version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info``
+    prints it)."""
     import importlib.metadata
 
     import jax
 
     import jaxdali
     from jaxdali.ops import decoders, resample
+    from jaxdali.ops.readers import protowire
 
     path, reason = resample.kernel_status()
+    parser, parser_reason = protowire.parser_status()
     backend, why = decoders.backend_status()
     try:
         nvimgcodec = importlib.metadata.version("nvidia-nvimgcodec-cu12")
@@ -34,6 +37,8 @@ def runtime_info() -> dict[str, str]:
         "jaxdali": jaxdali.__version__,
         "resize": path,
         "resize_reason": reason,
+        "protobuf_parser": parser,
+        "protobuf_parser_reason": parser_reason,
         "decoder": backend,
         "decoder_reason": why,
         "nvimgcodec": nvimgcodec,

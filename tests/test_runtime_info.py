@@ -5,6 +5,7 @@ import numpy as np
 import jaxdali
 from jaxdali import config, fn, pipeline_def
 from jaxdali.ops import decoders, resample
+from jaxdali.ops.readers import protowire
 
 
 def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
@@ -13,6 +14,7 @@ def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
     assert info["jaxdali"] == jaxdali.__version__
     assert (info["resize"], info["resize_reason"]) == resample.kernel_status()
     assert (info["decoder"], info["decoder_reason"]) == decoders.backend_status()
+    assert (info["protobuf_parser"], info["protobuf_parser_reason"]) == protowire.parser_status()
     assert info["jax_backend"] == "cpu" and info["jax_devices"].endswith("x cpu")
     saved = config.get("disable_kernel"), config.get("decoder")
     try:
@@ -20,6 +22,8 @@ def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
         config.update("decoder", "opencv")
         info = config.runtime_info()
         assert info["resize"] == "numpy fallback" and "JAXDALI_DISABLE_KERNEL" in info["resize_reason"]
+        assert info["protobuf_parser"] == "numpy fallback"
+        assert "JAXDALI_DISABLE_KERNEL" in info["protobuf_parser_reason"]
         assert info["decoder"] == "opencv" and "JAXDALI_DECODER=opencv" in info["decoder_reason"]
     finally:
         config.update("disable_kernel", saved[0])

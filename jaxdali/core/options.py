@@ -36,8 +36,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "decompression-bomb error threshold (2 x 89,478,485); the decoders' max_image_pixels argument "
            "overrides it per operator."),
     Option("disable_kernel", "JAXDALI_DISABLE_KERNEL", False, lambda v: v.lower() not in ("", "0", "false", "no"),
-           "Resize with the NumPy path even where the compiled kernel is built (same results, slower); "
-           "CI runs the tests once this way."),
+           "Resize and parse protobuf records with the NumPy paths even where the compiled kernels are built (same "
+           "results, slower); CI runs the tests once this way."),
     Option("decoder", "JAXDALI_DECODER", "auto", lambda v: _choice(v, ("auto", "nvimgcodec", "opencv")),
            "Image decoding backend: 'auto' (nvImageCodec where it is installed, else OpenCV), 'nvimgcodec' "
            "or 'opencv' (OpenCV, Pillow where OpenCV cannot decode a file)."),

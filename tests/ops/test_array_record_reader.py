@@ -113,3 +113,6 @@ def test_bad_files_are_named(tmp_path, files):
     truncated.write_bytes(open(files[0], "rb").read()[:100])
     with pytest.raises(ValueError, match="truncated.array_record' is not a readable ArrayRecord file"):
         _pipe(path=str(truncated)).run()
+    with pytest.raises(ValueError, match="readers.array_record: argument 'path': 's3://bucket/a.array_record' is a "
+                                         "URL.*local paths only"):
+        _pipe(path=[files[0], "s3://bucket/a.array_record"]).run()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -182,8 +184,23 @@ def test_bad_records_and_paths_are_named(tmp_path):
         _run(fn, jaxdali.pipeline_def, 1, path=path, image_available=False, label_type=0)
     with pytest.raises(FileNotFoundError, match="readers.caffe2: LMDB path .*nowhere"):
         _run(fn, jaxdali.pipeline_def, 1, path=str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="readers.caffe: argument 'path': 'gs://bucket/db' is a URL.*local path"):
+        _run(fn, jaxdali.pipeline_def, 1, _reader="caffe", path="gs://bucket/db")
     with pytest.raises(ValueError, match="the Datum has no label"):
         _run(fn, jaxdali.pipeline_def, 1, _reader="caffe", path=write_lmdb(tmp_path / "c", [encode_datum(b"x")]))
+
+
+@pytest.mark.slow
+def test_a_key_deleted_after_build_is_named(tmp_path):
+    path = write_lmdb(tmp_path / "db", caffe2_records(6, 0))
+    pipe, _ = _run(fn, jaxdali.pipeline_def, 1, path=path)
+    # lmdb opens an environment once per process: another process deletes the key.
+    script = ("import lmdb, sys\nenv = lmdb.open(sys.argv[1])\nwith env.begin(write=True) as txn:\n"
+              "    txn.delete(b'00000004')\nenv.close()\n")
+    subprocess.run([sys.executable, "-c", script, path], check=True, timeout=60)
+    with pytest.raises(KeyError, match=r"readers.caffe2: key b'00000004' of .*db' disappeared"):
+        for _ in range(6):  # past the batches prefetched before the deletion
+            pipe.run()
 
 
 def test_shuffled_reader_resumes_mid_epoch_exactly(tmp_path):

@@ -16,8 +16,10 @@ import threading
 
 import numpy as np
 
+from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import Reader
 from jaxdali.ops.readers.protowire import ProtoError
+from jaxdali.ops.schema import OpArgumentError
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["LmdbReader"]
@@ -35,6 +37,10 @@ def _open(op: str, path: str) -> tuple[str, object]:
         import lmdb
     except ImportError:
         raise ImportError(f"fn.{op} needs the 'lmdb' package: pip install 'jaxdali[lmdb]'") from None
+    if storage.is_remote(path):
+        raise OpArgumentError(f"fn.{op}: argument 'path': {path!r} is a URL, but an LMDB is memory-mapped by the "
+                              "lmdb package, which needs a local path; copy the database to a local folder first "
+                              "(see docs/readers/caffe.md)")
     if not os.path.exists(path):
         raise FileNotFoundError(f"fn.{op}: LMDB path {path!r} does not exist")
     real = os.path.realpath(path)
@@ -125,12 +131,12 @@ class LmdbReader(Reader):
     def _read_db(self, db: int, local: list[int]) -> list[bytes]:
         wanted = _pick(self.keys[db], local)
         with self.envs[db].begin() as txn:
-            found = txn.cursor().getmulti(wanted)
-        if len(found) != len(wanted):
-            missing = sorted(set(wanted) - {k for k, _ in found})[0]
+            values = list(map(txn.get, wanted))  # one B-tree lookup each; quicker than Cursor.getmulti
+        if None in values:
+            missing = wanted[values.index(None)]
             raise KeyError(f"fn.{self.node.schema.name}: key {missing!r} of {self.paths[db]!r} disappeared "
                            "while reading (the database changed after the reader was built)")
-        return [value for _, value in found]
+        return values
 
     def load(self, ctx, indices):
         index_list = indices.tolist()
