@@ -22,7 +22,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from jaxdali.ops.sampling import ShardSpec, shard_bounds, stream_indices  # noqa: E402
-from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator  # noqa: E402
+from jaxdali.plugin.driver import _DaliBaseIterator  # noqa: E402
+from jaxdali.plugin.epoch_counter import EpochCounters, LastBatchPolicy, ReaderLayout  # noqa: E402
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 STOP = "stop"
