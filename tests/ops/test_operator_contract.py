@@ -265,6 +265,12 @@ def test_every_registered_operator_is_covered():
     assert not set(DATA_ELSEWHERE) - set(OPERATORS)
 
 
+def test_an_operator_without_a_way_to_build_it_asks_for_an_entry():
+    two_inputs = OpSchema(name="contract_probe", impl=Operator, doc="Adds two batches.", min_inputs=2, max_inputs=2)
+    with pytest.raises(pytest.fail.Exception, match="fn.contract_probe cannot be built .* add an entry to CASES"):
+        default_case(two_inputs)
+
+
 @pytest.mark.parametrize("name", OPERATORS)
 def test_schema_and_docstring(name):
     schema = registry()[name]
