@@ -415,6 +415,7 @@ def parallel_pipe(source, start_method=None, batch_size=4, depth=1, **kwargs):
         lambda: fn.external_source(source=source, parallel=True, **kwargs))
 
 
+@pytest.mark.slow
 def test_parallel_lambda_runs_in_two_forked_processes_at_once():
     barrier = multiprocessing.get_context("fork").Barrier(2, timeout=60)
 
@@ -432,6 +433,7 @@ def test_parallel_lambda_runs_in_two_forked_processes_at_once():
     assert len(pids) == 2 and os.getpid() not in pids
 
 
+@pytest.mark.slow
 def test_parallel_module_level_function_with_spawn_and_epochs():
     pipe = parallel_pipe(square, "spawn", batch_size=3)
     try:
@@ -443,6 +445,7 @@ def test_parallel_module_level_function_with_spawn_and_epochs():
     assert os.getpid() not in {s[2] for e in got for b in e for s in b}
 
 
+@pytest.mark.slow
 def test_parallel_batch_callable_gets_batch_info():
     pipe = parallel_pipe(batch_of_iteration, batch=True, batch_info=True, batch_size=2)
     try:
@@ -477,6 +480,7 @@ def test_parallel_errors():
         make_pipe()(lambda: fn.external_source(source=BATCHES, parallel=True)).build()
 
 
+@pytest.mark.slow
 def test_parallel_lambda_with_spawn_explains_the_pickling_error():
     pipe = parallel_pipe(lambda info: np.zeros(1), "spawn")
     with pytest.raises(Exception) as info:
@@ -485,6 +489,7 @@ def test_parallel_lambda_with_spawn_explains_the_pickling_error():
                for n in getattr(info.value, "__notes__", []))
 
 
+@pytest.mark.slow
 def test_closing_a_pipeline_stops_a_producer_waiting_on_the_workers():
     never = multiprocessing.get_context("fork").Event()
 

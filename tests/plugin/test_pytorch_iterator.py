@@ -386,6 +386,7 @@ def _run_python(code, env):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_importing_jaxdali_and_the_jax_plugin_does_not_import_torch(subprocess_env):
     _run_python("import sys, importlib.util, jaxdali\n"
                 "if importlib.util.find_spec('jaxdali.plugin.jax') is not None:\n"
@@ -393,6 +394,7 @@ def test_importing_jaxdali_and_the_jax_plugin_does_not_import_torch(subprocess_e
                 "assert 'torch' not in sys.modules, 'torch was imported'", subprocess_env)
 
 
+@pytest.mark.slow
 def test_importing_the_pytorch_plugin_does_not_initialise_a_jax_device(subprocess_env):
     # A platform that does not exist here: any backend initialisation during import would fail.
     _run_python("import jaxdali.plugin.pytorch, jaxdali.plugin.pytorch.experimental.proxy",
