@@ -53,7 +53,16 @@ class RestoredState:
 
 def iterator_data(counters: EpochCounters, origin: Origin, next_counters: EpochCounters | None) -> dict[str, Any]:
     """The iterator data a checkpoint embeds: DALI's counter keys, plus ``_origin`` once the path
-    no longer begins at iteration 0 and ``_elastic`` during a residual epoch."""
+    no longer begins at iteration 0 and ``_elastic`` during a residual epoch.
+
+    >>> from jaxdali.plugin.epoch_counter import LastBatchPolicy
+    >>> counters = EpochCounters.for_size(LastBatchPolicy.FILL, 8, batch_size=2, num_pipelines=1,
+    ...                                   last_batch_padded=False).advance()
+    >>> iterator_data(counters, (0, ()), None)
+    {'_counter': 2, '_size': 8}
+    >>> iterator_data(counters, (3, (1,)), None)["_origin"]
+    {'iteration': 3, 'shard_ids': [1]}
+    """
     data = counters.to_dict()
     if origin[0]:
         data["_origin"] = {"iteration": origin[0], "shard_ids": list(origin[1])}

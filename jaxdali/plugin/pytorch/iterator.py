@@ -86,12 +86,22 @@ class DALIGenericIterator(_DaliBaseIterator):
         (at the first fetch, which happens in the constructor with ``prepare_first_batch``).
       ValueError: ``last_batch_policy`` is not a ``LastBatchPolicy``.
 
-    Example::
+    Example: five samples in batches of two; PARTIAL returns the last batch shortened::
 
         it = DALIGenericIterator(pipe, ["data", "label"], reader_name="Reader",
                                  last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
-        for batch in it:
-            images, labels = batch[0]["data"], batch[0]["label"]
+
+    >>> import numpy as np
+    >>> from jaxdali import fn, pipeline_def
+    >>> def sample(info):
+    ...     return np.int64([info.idx_in_epoch]), np.int64([10 * info.idx_in_epoch])
+    >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    ... def pipe():
+    ...     return tuple(fn.external_source(source=sample, batch=False, num_outputs=2))
+    >>> it = DALIGenericIterator(pipe(), ["data", "label"], size=5, last_batch_policy=LastBatchPolicy.PARTIAL)
+    >>> [(b[0]["data"].flatten().tolist(), b[0]["label"].flatten().tolist()) for b in it]
+    [([0, 1], [0, 10]), ([2, 3], [20, 30]), ([4], [40])]
+    >>> it.close()
     """
 
     def __init__(
@@ -172,7 +182,17 @@ class DALIRaggedIterator(DALIGenericIterator):
       AssertionError: an unknown tag, or ``output_types`` and ``output_map`` differ in length.
 
     Example: samples ``[0]``, ``[0, 1]``, ``[0, 1, 2]`` as ``SPARSE_COO_TAG`` give a (3, 3) sparse
-    tensor whose dense form is ``[[0, 0, 0], [0, 1, 0], [0, 1, 2]]``.
+    tensor whose dense form is ``[[0, 0, 0], [0, 1, 0], [0, 1, 2]]``:
+
+    >>> import numpy as np
+    >>> from jaxdali import fn, pipeline_def
+    >>> @pipeline_def(batch_size=3, num_threads=1, device_id=None)
+    ... def ragged():
+    ...     return fn.external_source(source=lambda: [np.arange(n + 1) for n in range(3)])
+    >>> it = DALIRaggedIterator(ragged(), ["x"], output_types=[DALIRaggedIterator.SPARSE_COO_TAG], size=3)
+    >>> next(it)[0]["x"].to_dense().tolist()
+    [[0, 0, 0], [0, 1, 0], [0, 1, 2]]
+    >>> it.close()
     """
 
     DENSE_TAG = "dense"
