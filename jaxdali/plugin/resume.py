@@ -135,10 +135,10 @@ def _checked_state(fresh: EpochCounters, data: Any, fetches: int) -> RestoredSta
                                   "reader_name")
         e = check_dict(data["_elastic"], "iterator._elastic", ("layout", "next"))
         size, padded, shards = check_int_list(e["layout"], "iterator._elastic.layout", 3)
-        if size < 1 or shards != fresh.layout.num_shards or padded != ReaderLayout.residual(size, shards).epoch_size_padded:
+        residual = ReaderLayout.residual(size, shards) if size >= 1 else None
+        if residual is None or shards != fresh.layout.num_shards or padded != residual.epoch_size_padded:
             raise CheckpointError(f"checkpoint field 'iterator._elastic.layout' is {e['layout']}: not the "
                                   f"residual epoch of {fresh.layout.num_shards} padded shards")
-        residual = ReaderLayout.residual(size, shards)
         next_counters = fresh.restore(e["next"])
         if next_counters.to_dict() != EpochCounters.for_reader(
                 fresh.policy, fresh.layout, next_counters.shard_ids, fresh.batch_size).to_dict():

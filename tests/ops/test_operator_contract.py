@@ -8,9 +8,8 @@ schema allows ``gpu``, the device placement gives the same values as the host on
 How an operator is built: by default from its schema alone, over a batch of real photos (uint8 HWC,
 an ``external_source``), with the values of ``REQUIRED_VALUES`` for its required arguments; most
 operators need nothing more. ``CASES`` gives the inputs of operators that take other data (readers,
-decoders, arithmetic, video); ``DATA_ELSEWHERE`` names the operators whose data needs a format
-writer, with the test module that runs them (their runs are skipped here, the other checks are not).
-An operator that fits none of these fails with a message saying to add an entry.
+decoders, arithmetic, video), written here with jaxdali's own format writers where a reader needs
+them. An operator that fits neither fails with a message saying to add an entry.
 """
 
 from __future__ import annotations
@@ -27,11 +26,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import jaxdali
-from jaxdali import fn, pipeline_def, types
+from jaxdali import fn, pipeline_def, tfrecord, types
 from jaxdali.ops.operator import Operator
+from jaxdali.ops.readers import caffe, tfrecord_format
 from jaxdali.ops.schema import REQUIRED, OpSchema, registry
 from jaxdali.pipeline.graph import add_op
+from jaxdali.tools import tfrecord2idx
+
+lmdb = pytest.importorskip("lmdb")
+array_record_module = pytest.importorskip("array_record.python.array_record_module")
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 FLOWERS = SHARED / "flowers"
@@ -53,6 +56,11 @@ class Data:
     tar: str
     coco_root: str
     coco_annotations: str
+    caffe_lmdb: str
+    caffe2_lmdb: str
+    tfrecord: str
+    tfrecord_index: str
+    array_record: str
 
 
 def _photo_files() -> list[str]:
@@ -90,8 +98,31 @@ def data(tmp_path_factory) -> Data:
     }
     coco_annotations = folder / "instances.json"
     coco_annotations.write_text(json.dumps(annotations))
+    jpegs = [pathlib.Path(path).read_bytes() for path in files]
+    caffe_lmdb = _write_lmdb(folder / "caffe", [caffe.encode_datum(jpeg, i) for i, jpeg in enumerate(jpegs)])
+    caffe2_lmdb = _write_lmdb(folder / "caffe2", [caffe.encode_tensor_protos([
+        caffe.encode_tensor(4, strings=[jpeg]), caffe.encode_tensor(2, ints=[i])]) for i, jpeg in enumerate(jpegs)])
+    records = str(folder / "photos.tfrecord")
+    tfrecord_format.write_tfrecord(records, [tfrecord_format.encode_example({"image": jpeg, "label": [i]})
+                                             for i, jpeg in enumerate(jpegs)])
+    records_index = str(folder / "photos.idx")
+    assert tfrecord2idx.main([records, records_index]) == 0
+    array_record = str(folder / "photos.array_record")
+    writer = array_record_module.ArrayRecordWriter(array_record, "group_size:1")
+    for jpeg in jpegs:
+        writer.write(jpeg)
+    writer.close()
     return Data(tuple(photos), tuple(files), tuple(npy_files), tar, os.path.dirname(files[0]),
-                str(coco_annotations))
+                str(coco_annotations), caffe_lmdb, caffe2_lmdb, records, records_index, array_record)
+
+
+def _write_lmdb(path: pathlib.Path, values: list[bytes]) -> str:
+    env = lmdb.open(str(path), map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        for i, value in enumerate(values):
+            txn.put(f"{i:08d}".encode(), value)
+    env.close()
+    return str(path)
 
 
 # -- how each operator is built ------------------------------------------------------------------
@@ -101,8 +132,6 @@ REQUIRED_VALUES: dict[str, Any] = {
     "dtype": types.FLOAT,
     "angle": 30.0,
     "size": [24, 32],
-    "op": "add",
-    "value": 3,
 }
 
 
@@ -121,22 +150,24 @@ def _photos(images, data, dev):
     return (images if dev == "cpu" else images.gpu(),)
 
 
+def _on_device(dev: str, placement: str) -> dict:
+    """``device=placement`` when the case runs on the device, nothing on the host."""
+    return {} if dev == "cpu" else {"device": placement}
+
+
 def _source(**kwargs):
-    """A source operator: no inputs; ``device`` is an argument when not the host."""
+    """A source operator: no inputs; an argument given as ``lambda data: ...`` takes its value from
+    the data (``external_source``'s ``source`` is therefore wrapped in one)."""
     return Case(lambda images, data, dev: (),
-                lambda data, dev: {**kwargs_of(kwargs, data), **({} if dev == "cpu" else {"device": dev})})
+                lambda data, dev: {**{k: (v(data) if callable(v) else v) for k, v in kwargs.items()},
+                                   **_on_device(dev, dev)})
 
 
-def kwargs_of(kwargs: dict, data: Data) -> dict:
-    return {k: (v(data) if callable(v) else v) for k, v in kwargs.items()}
-
-
-def _encoded(images, data, dev):
+def _encoded_photos(images, data, dev):
     return (fn.readers.file(files=list(data.photo_files))[0],)
 
 
-def _decoder(**kwargs):
-    return Case(_encoded, lambda data, dev: {**kwargs, **({} if dev == "cpu" else {"device": "mixed"})})
+IMAGE_DECODER = Case(_encoded_photos, lambda data, dev: _on_device(dev, "mixed"))
 
 
 def _video_file(images, data, dev):
@@ -145,7 +176,7 @@ def _video_file(images, data, dev):
 
 def _first_frames(data, dev):
     """Two frames of the video: decoding all of it would take most of this module's time."""
-    return {"frames": [0, 1], **({} if dev == "cpu" else {"device": "mixed"})}
+    return {"frames": [0, 1], **_on_device(dev, "mixed")}
 
 
 CASES: dict[str, Case] = {
@@ -170,29 +201,18 @@ CASES: dict[str, Case] = {
                             annotations_file=lambda data: data.coco_annotations),
     "readers.video": _source(filenames=[str(VIDEO)], sequence_length=2),
     "experimental.readers.video": _source(filenames=[str(VIDEO)], sequence_length=2),
-    "decoders.image": _decoder(),
-    "image_decoder": _decoder(),
-    "decoders.image_random_crop": _decoder(),
-    "image_decoder_random_crop": _decoder(),
+    "decoders.image": IMAGE_DECODER,
+    "image_decoder": IMAGE_DECODER,
+    "decoders.image_random_crop": IMAGE_DECODER,
+    "image_decoder_random_crop": IMAGE_DECODER,
     "decoders.video": Case(_video_file, _first_frames),
     "experimental.decoders.video": Case(_video_file, _first_frames),
-}
-
-# Operators whose data needs a format writer; the module named runs them against DALI. Their CASES
-# entries name files that do not exist: enough for the argument checks, which come first.
-NO_FILE = "/nonexistent/contract"
-CASES.update({
-    "readers.caffe": _source(path=NO_FILE),
-    "readers.caffe2": _source(path=NO_FILE),
-    "readers.array_record": _source(path=NO_FILE),
-    "readers.tfrecord": _source(path=NO_FILE, index_path=NO_FILE,
-                                features={"x": jaxdali.tfrecord.FixedLenFeature([], jaxdali.tfrecord.int64, 0)}),
-})
-DATA_ELSEWHERE: dict[str, str] = {
-    "readers.caffe": "tests/ops/test_caffe_readers.py",
-    "readers.caffe2": "tests/ops/test_caffe_readers.py",
-    "readers.tfrecord": "tests/ops/test_tfrecord_reader.py",
-    "readers.array_record": "tests/ops/test_array_record_reader.py",
+    "readers.caffe": _source(path=lambda data: data.caffe_lmdb),
+    "readers.caffe2": _source(path=lambda data: data.caffe2_lmdb),
+    "readers.array_record": _source(path=lambda data: data.array_record),
+    "readers.tfrecord": _source(path=lambda data: data.tfrecord, index_path=lambda data: data.tfrecord_index,
+                                features={"image": tfrecord.FixedLenFeature([], tfrecord.string, ""),
+                                          "label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1)}),
 }
 
 
@@ -238,9 +258,6 @@ def build_pipeline(schema: OpSchema, data: Data, device: str = "cpu", **extra) -
 
 def run_once(schema: OpSchema, data: Data, device: str = "cpu") -> tuple[list[list[np.ndarray]], Any]:
     """One batch of the operator's outputs as NumPy samples, and the pipeline (closed)."""
-    if schema.name in DATA_ELSEWHERE:
-        pytest.skip(f"fn.{schema.name} needs files written by a format writer; {DATA_ELSEWHERE[schema.name]} "
-                    "runs it")
     p = build_pipeline(schema, data, device)
     try:
         p.build()
@@ -262,7 +279,6 @@ def test_every_registered_operator_is_covered():
     """The table is read from the registry, so operators added later are in it too."""
     assert len(OPERATORS) >= 40
     assert not set(CASES) - set(OPERATORS), "CASES names operators that are not registered"
-    assert not set(DATA_ELSEWHERE) - set(OPERATORS)
 
 
 def test_an_operator_without_a_way_to_build_it_asks_for_an_entry():
@@ -351,7 +367,8 @@ def _agree(name: str, host: list[list[np.ndarray]], device: list[list[np.ndarray
             else:
                 # Integer results of float arithmetic may round differently by one on the device.
                 diff = np.abs(d.astype(np.int64) - h.astype(np.int64))
-                assert diff.max(initial=0) <= 1, f"fn.{name} output {k} sample {i}: host and device differ by {diff.max()}"
+                assert diff.max(initial=0) <= 1, f"fn.{name} output {k} sample {i}: host and device differ by " \
+                                                 f"{diff.max()}"
 
 
 @pytest.mark.parametrize("name", [n for n in OPERATORS if {"gpu", "mixed"} & set(registry()[n].devices)

@@ -410,7 +410,8 @@ def test_constructor_signatures_are_dalis(name):
     dali_pytorch = pytest.importorskip("nvidia.dali.plugin.pytorch")
 
     def described(cls):
-        return [(p.name, getattr(p.default, "name", p.default)) for p in inspect.signature(cls.__init__).parameters.values()]
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return [(p.name, getattr(p.default, "name", p.default)) for p in parameters]
 
     import jaxdali.plugin.pytorch as ours
 
