@@ -98,7 +98,12 @@ class DALIGenericIterator(_DaliBaseIterator):
     >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     ... def pipe():
     ...     return tuple(fn.external_source(source=sample, batch=False, num_outputs=2))
-    >>> it = DALIGenericIterator(pipe(), ["data", "label"], size=5, last_batch_policy=LastBatchPolicy.PARTIAL)
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:  # DALI's advice to prefer reader_name
+    ...     warnings.simplefilter("always")
+    ...     it = DALIGenericIterator(pipe(), ["data", "label"], size=5, last_batch_policy=LastBatchPolicy.PARTIAL)
+    >>> str(caught[0].message).startswith("Please set `reader_name`")
+    True
     >>> [(b[0]["data"].flatten().tolist(), b[0]["label"].flatten().tolist()) for b in it]
     [([0, 1], [0, 10]), ([2, 3], [20, 30]), ([4], [40])]
     >>> it.close()
@@ -189,7 +194,7 @@ class DALIRaggedIterator(DALIGenericIterator):
     >>> @pipeline_def(batch_size=3, num_threads=1, device_id=None)
     ... def ragged():
     ...     return fn.external_source(source=lambda: [np.arange(n + 1) for n in range(3)])
-    >>> it = DALIRaggedIterator(ragged(), ["x"], output_types=[DALIRaggedIterator.SPARSE_COO_TAG], size=3)
+    >>> it = DALIRaggedIterator(ragged(), ["x"], output_types=[DALIRaggedIterator.SPARSE_COO_TAG])
     >>> next(it)[0]["x"].to_dense().tolist()
     [[0, 0, 0], [0, 1, 0], [0, 1, 2]]
     >>> it.close()
