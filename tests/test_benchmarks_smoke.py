@@ -27,6 +27,7 @@ def small_folder(flowers_root, tmp_path) -> pathlib.Path:
     return root
 
 
+@pytest.mark.slow
 def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, subprocess_env):
     out = tmp_path / "results"
     done = subprocess.run(

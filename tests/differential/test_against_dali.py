@@ -96,6 +96,7 @@ def _samples(tl):
     return [np.asarray(tl.at(i)) for i in range(len(tl))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("output_type", ["RGB", "GRAY", "YCbCr"])
 def test_decoded_pixels_match_dali(jpegs, output_type):
     def body(f, t, x):

@@ -151,6 +151,7 @@ def png_claiming(width: int, height: int) -> bytes:
 
 # -- real photos against references ---------------------------------------------------------------
 
+@pytest.mark.slow
 def test_jpeg_variants_match_opencv():
     paths = sorted(_shared("jpeg_variants").glob("*/*.jpg"))
     assert len(paths) == 20
@@ -162,6 +163,7 @@ def test_jpeg_variants_match_opencv():
         assert_jpeg_close(out_gray, cv2_reference(path, gray=True), path.name)
 
 
+@pytest.mark.slow
 def test_every_flower_photo_matches_opencv():
     paths = sorted(_shared("flowers").glob("*/*.jpg"))
     assert len(paths) == 200
@@ -169,6 +171,7 @@ def test_every_flower_photo_matches_opencv():
         assert_jpeg_close(out, cv2_reference(path), path.name)
 
 
+@pytest.mark.slow
 def test_backends_agree_on_real_photos(backend):
     """nvImageCodec and the OpenCV fallback on every shared JPEG and PNG, whole and cropped: identical."""
     if backend != "nvimgcodec":
@@ -448,6 +451,7 @@ def test_large_image_warns_from_half_the_limit():
         decode([data], max_image_pixels=7681)
 
 
+@pytest.mark.slow
 def test_big_header_with_truncated_data_is_an_error_not_a_grey_image():
     # 8000 x 8000 declared, 80 x 48 of data: libjpeg fills the rest with grey and only says "premature end of
     # data segment" on stderr; the decoder used to return the 99.7 % grey image without an error.
@@ -610,6 +614,7 @@ def test_crops_depend_only_on_seed_iteration_and_sample():
     assert any(a.shape != b.shape for a, b in zip(one[0], other[0]))
 
 
+@pytest.mark.slow
 def test_crop_statistics_on_real_photos():
     root = _shared("flowers")
 

@@ -417,6 +417,7 @@ def parallel_pipe(source, start_method=None, batch_size=4, depth=1, **kwargs):
         lambda: fn.external_source(source=source, parallel=True, **kwargs))
 
 
+@pytest.mark.slow
 def test_parallel_lambda_runs_in_two_forked_processes_at_once():
     barrier = multiprocessing.get_context("fork").Barrier(2, timeout=60)
 
@@ -434,6 +435,7 @@ def test_parallel_lambda_runs_in_two_forked_processes_at_once():
     assert len(pids) == 2 and os.getpid() not in pids
 
 
+@pytest.mark.slow
 def test_parallel_module_level_function_with_spawn_and_epochs():
     pipe = parallel_pipe(square, "spawn", batch_size=3)
     try:
@@ -445,6 +447,7 @@ def test_parallel_module_level_function_with_spawn_and_epochs():
     assert os.getpid() not in {s[2] for e in got for b in e for s in b}
 
 
+@pytest.mark.slow
 def test_parallel_batch_callable_gets_batch_info():
     pipe = parallel_pipe(batch_of_iteration, batch=True, batch_info=True, batch_size=2)
     try:
@@ -479,6 +482,7 @@ def test_parallel_errors():
         make_pipe()(lambda: fn.external_source(source=BATCHES, parallel=True)).build()
 
 
+@pytest.mark.slow
 def test_parallel_closures_and_lambdas_are_pickled_by_value_with_spawn():
     offset = 100
 
@@ -505,6 +509,7 @@ class _Pickler:
     loads = staticmethod(pickle.loads)
 
 
+@pytest.mark.slow
 def test_parallel_spawn_uses_the_pipelines_py_callback_pickler():
     def run(pickler, source):
         pipe = make_pipe(batch_size=3, depth=1, py_num_workers=2, py_start_method="spawn",
@@ -528,6 +533,7 @@ def test_parallel_spawn_names_the_source_that_cannot_be_pickled():
         pipe.build()
 
 
+@pytest.mark.slow
 def test_closing_a_pipeline_stops_a_producer_waiting_on_the_workers():
     never = multiprocessing.get_context("fork").Event()
 

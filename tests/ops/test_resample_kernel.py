@@ -202,6 +202,7 @@ def test_a_large_downscale_with_more_taps_than_cached_rows(kernel):
         np.testing.assert_array_equal(out, _expected(src, taps_h, taps_w, order, np.uint8))
 
 
+@pytest.mark.slow
 def test_without_the_kernel_jaxdali_imports_and_resizes_with_numpy():
     """A tree where the kernel is not built: jaxdali imports, says why, and resizes (real photo, real pipeline)."""
     blocker = ("import sys\n"

@@ -4,12 +4,14 @@ With ``num_threads >= 2`` and ``prefetch_queue_depth >= 2`` a pipeline begins ba
 one at a time, in order, and finishes them (the other operators) on two producer threads. These
 tests check that nothing observable changes: batches arrive in order, the sources are called in
 order and never after the end of the data, checkpoints describe exactly the consumed batches, and
-errors arrive at the batch that raised them.
+errors arrive at the batch that raised them. They order the threads with events, not sleeps, so
+that every check can fail and none depends on timing.
 """
 
 from __future__ import annotations
 
-import time
+import collections
+import threading
 
 import numpy as np
 import pytest
@@ -20,7 +22,8 @@ from jaxdali import fn, pipeline_def, types
 def test_batches_arrive_in_order_although_later_ones_finish_first(monkeypatch):
     from jaxdali.ops import geometry
 
-    calls = []
+    calls, finished = [], []
+    done = collections.defaultdict(threading.Event)  # iteration -> its reshape has finished
 
     def source(info):
         calls.append(info.iteration)
@@ -28,12 +31,18 @@ def test_batches_arrive_in_order_although_later_ones_finish_first(monkeypatch):
 
     original = geometry.Reshape.run
 
-    def slow_even(self, ctx, inputs, args):
-        if ctx.iteration % 2 == 0:  # even batches finish after the odd batch begun after them
-            time.sleep(0.03)
-        return original(self, ctx, inputs, args)
+    def even_waits_for_next(self, ctx, inputs, args):
+        k = ctx.iteration
+        # An even batch of the 8 read finishes only after the odd batch begun after it: that needs
+        # two batches in flight, and it makes the later batch finish first on every run.
+        if k % 2 == 0 and k < 8 and not done[k + 1].wait(timeout=30):
+            raise RuntimeError(f"batch {k + 1} did not finish while batch {k} ran: not two batches in flight")
+        out = original(self, ctx, inputs, args)
+        finished.append(k)
+        done[k].set()
+        return out
 
-    monkeypatch.setattr(geometry.Reshape, "run", slow_even)
+    monkeypatch.setattr(geometry.Reshape, "run", even_waits_for_next)
 
     @pipeline_def(batch_size=2, num_threads=2, prefetch_queue_depth=3, device_id=None, seed=1)
     def pipe():
@@ -50,13 +59,15 @@ def test_batches_arrive_in_order_although_later_ones_finish_first(monkeypatch):
     p.close()
     assert firsts == [i * 10 for i in range(8)]
     assert calls[:8] == list(range(8))  # the source was called in batch order
+    for k in range(0, 8, 2):  # and each odd batch did finish before the even one begun before it
+        assert finished.index(k + 1) < finished.index(k), finished
 
 
 def test_sources_are_not_called_again_after_the_end_of_data():
     calls = []
 
     def source(info):
-        calls.append(info.iteration)
+        calls.append((info.epoch_idx, info.iteration))
         if info.iteration >= 3:
             raise StopIteration
         return [np.array([info.iteration], np.int32)] * 2
@@ -71,10 +82,14 @@ def test_sources_are_not_called_again_after_the_end_of_data():
     with pytest.raises(StopIteration):
         while True:
             got.append(float(p.run()[0].as_array()[0, 0]))
-    time.sleep(0.05)
     assert got == [0.0, 1.0, 2.0]
-    assert calls == [0, 1, 2, 3]  # nothing begun after the source ended the epoch
+    # Sources are called in order, so a call begun after the end of the data would come before the
+    # first call of the next epoch, which has happened once the next epoch's first batch arrives.
+    p.reset()
+    assert float(p.run()[0].as_array()[0, 0]) == 0.0
     p.close()
+    assert [c for c in calls if c[0] == 0] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert calls[4] == (1, 0)
 
 
 def test_checkpoint_with_two_batches_in_flight_resumes_exactly(tmp_path):

@@ -508,6 +508,7 @@ def test_hint_arguments_are_accepted():
     assert pipe.exec_dynamic
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ["kept", "dropped"])
 def test_interpreter_exits_cleanly_while_producers_decode(ending, flowers_root, subprocess_env):
     # Producers still inside the C++ decoder at exit must be stopped and joined first: a daemon thread

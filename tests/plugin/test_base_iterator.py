@@ -1,4 +1,5 @@
-"""Tests for jaxdali.plugin.base_iterator: LastBatchPolicy, EpochCounters and _DaliBaseIterator.
+"""Tests for the iterator machinery: LastBatchPolicy and EpochCounters (``jaxdali.plugin.epoch_counter``)
+and _DaliBaseIterator (``jaxdali.plugin.driver``).
 
 Every behaviour case runs through a small driver of the pure ``EpochCounters`` state machine
 written here from spec §2.4-2.5 (``CountersDriver``) and through ``_DaliBaseIterator`` over fake
@@ -21,8 +22,9 @@ import pytest
 from jaxdali import fn, pipeline_def
 from jaxdali.ops.sampling import ShardSpec, stream_indices
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.plugin import base_iterator as bi
-from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator
+from jaxdali.plugin import messages
+from jaxdali.plugin.driver import _DaliBaseIterator
+from jaxdali.plugin.epoch_counter import EpochCounters, LastBatchPolicy, ReaderLayout
 from jaxdali.plugin.jax import DALIGenericIterator
 from jaxdali.core.checkpoint import CheckpointError
 
@@ -210,7 +212,7 @@ class CountersDriver:
             try:
                 self.first = self.next()
             except StopIteration:
-                raise RuntimeError(bi.NO_DATA_MSG) from None
+                raise RuntimeError(messages.NO_DATA_MSG) from None
 
     def _fetch(self):
         out = []
@@ -551,7 +553,7 @@ def test_reader_epoch_properties_over_small_layouts(driver):
         try:
             epochs = run_case(driver, "reader", 3 * s, **case)
         except RuntimeError as error:  # E14: DROP with bs > N // S
-            assert policy is DROP and bs > n // s and bi.NO_DATA_MSG in str(error)
+            assert policy is DROP and bs > n // s and messages.NO_DATA_MSG in str(error)
             continue
         sizes = [int(x) for x in ReaderLayout(n, n, s, pad, stick).initial_shard_sizes]
         padded_epoch = -(-(-(-n // s)) // bs) * bs
@@ -926,8 +928,8 @@ def test_fill_last_batch_is_deprecated_and_false_means_partial():
     with pytest.warns(Warning) as record:
         it = ListIterator(_counter_pipes(1), size=5, fill_last_batch=False)
     texts = [str(r.message) for r in record]
-    assert bi.FILL_LAST_BATCH_MSG in texts
-    assert bi.FILL_LAST_BATCH_MSG.startswith("Please do not use `fill_last_batch` and use `last_batch_policy`  ")
+    assert messages.FILL_LAST_BATCH_MSG in texts
+    assert messages.FILL_LAST_BATCH_MSG.startswith("Please do not use `fill_last_batch` and use `last_batch_policy`  ")
     assert it._counters.policy is PARTIAL
     assert [b[0] for b in it] == [[0, 1], [2, 3], [4]]
     with pytest.warns(Warning):
@@ -1157,7 +1159,7 @@ def test_restore_warnings():
     it = _checkpointed(reader_sources(10, 2, 2), reader_name="Reader")
     next(it)
     cps = it.checkpoints()
-    with pytest.warns(RuntimeWarning, match=bi.PARTLY_RESTORED_MSG):
+    with pytest.warns(RuntimeWarning, match=messages.PARTLY_RESTORED_MSG):
         pipes = [FakePipeline(s, 2, True, c) for s, c in zip(reader_sources(10, 2, 2), [cps[0], None])]
         ListIterator(pipes, reader_name="Reader")
     # DALI warns and takes the first pipeline's data; here each pipeline's data is checked
@@ -1167,7 +1169,7 @@ def test_restore_warnings():
     with pytest.raises(CheckpointError, match=r"'iterator._counter' is 0, but after the pipeline's 1 batches"):
         ListIterator(pipes, reader_name="Reader")
     empty = [json.dumps(dict(json.loads(c), iterator_data=None)).encode() for c in cps]
-    with pytest.warns(RuntimeWarning, match=bi.NO_ITERATOR_DATA_MSG):
+    with pytest.warns(RuntimeWarning, match=messages.NO_ITERATOR_DATA_MSG):
         ListIterator([FakePipeline(s, 2, True, c) for s, c in zip(reader_sources(10, 2, 2), empty)],
                      reader_name="Reader")
 

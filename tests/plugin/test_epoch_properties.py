@@ -23,7 +23,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from jaxdali.ops.sampling import ShardSpec, shard_bounds, stream_indices  # noqa: E402
 from jaxdali.pipeline.batch import PipelineBatch  # noqa: E402
-from jaxdali.plugin.base_iterator import EpochCounters, LastBatchPolicy, ReaderLayout, _DaliBaseIterator  # noqa: E402
+from jaxdali.plugin.driver import _DaliBaseIterator  # noqa: E402
+from jaxdali.plugin.epoch_counter import EpochCounters, LastBatchPolicy, ReaderLayout  # noqa: E402
 
 FILL, DROP, PARTIAL = LastBatchPolicy.FILL, LastBatchPolicy.DROP, LastBatchPolicy.PARTIAL
 STOP = "stop"

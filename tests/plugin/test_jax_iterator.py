@@ -509,6 +509,7 @@ def test_f4_f5_hand_built_pipelines_on_two_devices(mode):
     assert steps == 5
 
 
+@pytest.mark.slow
 def test_importing_jaxdali_does_not_import_jax(subprocess_env):
     code = ("import sys, jaxdali, jaxdali.plugin.jax\n"
             "assert 'jax' not in sys.modules, 'jax imported'\n"

@@ -44,6 +44,7 @@ def _expected_epoch(epoch: int) -> list[list[int]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_processes_four_devices_global_reduction(tmp_path, subprocess_env):
     pytest.importorskip("jax")

@@ -22,6 +22,7 @@ def _run(mode: str, ckpt: pathlib.Path, root: str, env: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_training_resumed_in_a_fresh_process_matches_the_uninterrupted_run(tmp_path, flowers_root, subprocess_env):
     full = _run("full", tmp_path / "unused", flowers_root, subprocess_env)

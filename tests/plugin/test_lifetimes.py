@@ -67,6 +67,7 @@ def baseline(flowers_root) -> set:
     return set(threading.enumerate())
 
 
+@pytest.mark.slow
 def test_a_pipeline_that_raised_is_freed_with_its_threads(baseline):
     # Issue 15 defect 1: the queued error's traceback kept the pipeline reachable from its own
     # producer threads; each round leaked 2 threads and the pipeline's memory.

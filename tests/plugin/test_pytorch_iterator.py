@@ -386,6 +386,7 @@ def _run_python(code, env):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_importing_jaxdali_and_the_jax_plugin_does_not_import_torch(subprocess_env):
     _run_python("import sys, importlib.util, jaxdali\n"
                 "if importlib.util.find_spec('jaxdali.plugin.jax') is not None:\n"
@@ -393,7 +394,37 @@ def test_importing_jaxdali_and_the_jax_plugin_does_not_import_torch(subprocess_e
                 "assert 'torch' not in sys.modules, 'torch was imported'", subprocess_env)
 
 
+@pytest.mark.slow
 def test_importing_the_pytorch_plugin_does_not_initialise_a_jax_device(subprocess_env):
     # A platform that does not exist here: any backend initialisation during import would fail.
     _run_python("import jaxdali.plugin.pytorch, jaxdali.plugin.pytorch.experimental.proxy",
                 {**subprocess_env, "JAX_PLATFORMS": "tpu"})
+
+
+@pytest.mark.parametrize("name", ["DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator"])
+def test_constructor_signatures_are_dalis(name):
+    """The three constructors forward their shared arguments through one list; each keeps DALI's
+    parameter names, order and defaults, so positional calls port unchanged."""
+    import inspect
+
+    dali_pytorch = pytest.importorskip("nvidia.dali.plugin.pytorch")
+
+    def described(cls):
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return [(p.name, getattr(p.default, "name", p.default)) for p in parameters]
+
+    import jaxdali.plugin.pytorch as ours
+
+    assert described(getattr(ours, name)) == described(getattr(dali_pytorch, name))
+
+
+def test_classification_iterator_forwards_every_argument_positionally(index_files, pipes):
+    """Positional arguments in DALI's order reach the base iterator: size, reader_name, auto_reset,
+    fill_last_batch, dynamic_shape, last_batch_padded, last_batch_policy, prepare_first_batch."""
+    pipes.append(files_pipe(index_files(5)))
+    it = DALIClassificationIterator(pipes[0], -1, "Reader", True, None, False, False, DROP, False)
+    assert it._auto_reset is True and it._counters.policy is DROP
+    assert not it._ever_scheduled  # prepare_first_batch=False: nothing fetched yet
+    assert len(it) == 2  # DROP: 5 samples in batches of 2
+    assert [len(b[0]["data"]) for b in it] == [2, 2]
+    assert [len(b[0]["data"]) for b in it] == [2, 2]  # auto_reset started the next epoch

@@ -179,6 +179,7 @@ def test_collating_samples_out_of_order_fails(pipes):
 # -- K3: the proxy DataLoader -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dataloader_with_workers_yields_pipeline_outputs_every_epoch(pipes):  # K3
     pipes.append(square_pipe())
     server = DALIServer(pipes[0])
@@ -205,6 +206,7 @@ def test_dataloader_in_the_main_process(pipes):
     assert proxy_threads() == []
 
 
+@pytest.mark.slow
 def test_plain_torch_dataloader_with_produce_data(pipes):
     pipes.append(square_pipe())
     server = DALIServer(pipes[0])
@@ -215,6 +217,7 @@ def test_plain_torch_dataloader_with_produce_data(pipes):
     assert proxy_threads() == []
 
 
+@pytest.mark.slow
 def test_persistent_workers_and_multi_output_dicts(pipes):
     pipes.append(two_input_pipe())
     server = DALIServer(pipes[0])
@@ -239,6 +242,7 @@ def test_persistent_workers_and_multi_output_dicts(pipes):
     assert children_left() == []
 
 
+@pytest.mark.slow
 def test_abandoned_epoch_stops_everything_and_the_next_epoch_is_complete(pipes):
     pipes.append(square_pipe())
     server = DALIServer(pipes[0])
@@ -252,6 +256,7 @@ def test_abandoned_epoch_stops_everything_and_the_next_epoch_is_complete(pipes):
                                 ([8, 9, 10, 11], [64, 81, 100, 121])]
 
 
+@pytest.mark.slow
 def test_batch_larger_than_the_pipeline_fails_in_the_worker(pipes):
     pipes.append(square_pipe())
     server = DALIServer(pipes[0])
@@ -280,6 +285,7 @@ def _noisy_epoch(deterministic, num_workers):
         pipe.close()
 
 
+@pytest.mark.slow
 def test_deterministic_server_repeats_random_augmentations_exactly():  # K4
     runs = [_noisy_epoch(deterministic=True, num_workers=2) for _ in range(3)]
     assert runs[0] == runs[1] == runs[2]
@@ -290,6 +296,7 @@ def test_deterministic_server_repeats_random_augmentations_exactly():  # K4
         assert np.all((noise >= 0) & (noise < 1))
 
 
+@pytest.mark.slow
 def test_non_deterministic_server_pairs_every_sample_with_its_output():  # K4
     for idx, noisy in _noisy_epoch(deterministic=False, num_workers=2):
         noise = np.array(noisy) - np.array(idx)
@@ -299,6 +306,7 @@ def test_non_deterministic_server_pairs_every_sample_with_its_output():  # K4
 # -- K5: errors ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pipeline_error_reaches_the_caller_with_its_cause(pipes):  # K5
     @pipeline_def(batch_size=4, num_threads=1, device_id=None)
     def bad_crop():
@@ -355,6 +363,7 @@ def test_produce_data_replaces_refs_everywhere_and_survives_cycles(pipes):  # K6
 # -- lifetime -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nothing_is_left_running_after_the_server_and_pipeline_are_gone():
     gc.collect()
     join_queue_feeders()
@@ -394,6 +403,7 @@ def test_dataloader_needs_a_server():
             DataLoader([1, 2, 3], batch_size=2)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_while_sending_makes_stop_fail_instead_of_hanging(pipes, monkeypatch):
     """A worker process killed while it holds the request queue's write lock leaves the lock taken;
     stopping the server then raises a TimeoutError that says so, instead of blocking forever."""

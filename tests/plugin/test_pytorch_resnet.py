@@ -102,6 +102,7 @@ class TinyNet(torch.nn.Module):
         return self.fc(self.features(x))
 
 
+@pytest.mark.slow
 def test_resnet_example_loader_trains_a_model_on_real_photos(flowers_root):
     torch.manual_seed(0)
     expected_labels = reader_labels(flowers_root, epochs=2)

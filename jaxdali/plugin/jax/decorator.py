@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 from jaxdali.pipeline.decorator import pipeline_def
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.core.checkpoint import CheckpointCountError, ReshardError
-from jaxdali.plugin.base_iterator import LastBatchPolicy
+from jaxdali.plugin.epoch_counter import LastBatchPolicy
 from jaxdali.plugin.jax.iterator import DALIGenericIterator, default_num_threads_value
 
 __all__ = ["data_iterator", "make_data_iterator"]

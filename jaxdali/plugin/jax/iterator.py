@@ -8,7 +8,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from jaxdali.plugin.driver import _DaliBaseIterator
+from jaxdali.plugin.epoch_counter import LastBatchPolicy
 from jaxdali.tensors import TensorListGPU
 from jaxdali.plugin.jax import assembly
 

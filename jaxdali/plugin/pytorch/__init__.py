@@ -7,7 +7,7 @@ torch tensors per pipeline; ``feed_ndarray`` and ``to_torch_type`` copy and map 
 jaxdali`` does not.
 """
 
-from jaxdali.plugin.base_iterator import LastBatchPolicy as LastBatchPolicy
+from jaxdali.plugin.epoch_counter import LastBatchPolicy as LastBatchPolicy
 from jaxdali.plugin.pytorch import experimental as experimental
 from jaxdali.plugin.pytorch.iterator import DALIClassificationIterator as DALIClassificationIterator
 from jaxdali.plugin.pytorch.iterator import DALIGenericIterator as DALIGenericIterator

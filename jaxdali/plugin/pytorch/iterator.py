@@ -1,7 +1,7 @@
 """PyTorch iterators: pipeline outputs as ``[{name: torch.Tensor}, ...]``, one dict per pipeline.
 
 The epoch arithmetic (reader and size modes, FILL/DROP/PARTIAL, resets, checkpoints) lives in
-``jaxdali.plugin.base_iterator``; this module only turns each batch into torch tensors. Host
+``jaxdali.plugin.driver``; this module only turns each batch into torch tensors. Host
 outputs become CPU tensors and device outputs (``.gpu()`` data, ``device="gpu"`` operators) become
 tensors on the matching torch device, both through DLPack without copying (pipeline outputs stay
 valid after they are handed out, so sharing them is safe). Read-only host buffers, such as the
@@ -15,13 +15,26 @@ from typing import Any, Sequence
 import torch
 
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from jaxdali.plugin.driver import _DaliBaseIterator
+from jaxdali.plugin.epoch_counter import LastBatchPolicy
 from jaxdali.plugin.pytorch.torch_utils import batch_to_torch, sample_to_torch, to_torch_type
 
 __all__ = ["DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator"]
 
 DISTINCT_NAMES_MSG = "output_map names should be distinct"  # E2
 UNKNOWN_TAG_MSG = "Only DENSE_TAG, SPARSE_LIST_TAG and SPARSE_COO_TAG are allowed"
+
+
+# The base iterator's arguments, which every PyTorch iterator takes under DALI's names and defaults
+# and hands on unchanged. Each constructor keeps DALI's explicit signature (positional order
+# included) and forwards them through ``_base_arguments``, so the list is written once.
+_BASE_ARGUMENTS = ("size", "reader_name", "auto_reset", "fill_last_batch", "last_batch_padded",
+                   "last_batch_policy", "prepare_first_batch")
+
+
+def _base_arguments(constructor_locals: dict[str, Any]) -> dict[str, Any]:
+    """The ``_BASE_ARGUMENTS`` out of a constructor's ``locals()``, as keyword arguments."""
+    return {name: constructor_locals[name] for name in _BASE_ARGUMENTS}
 
 
 def _name_outputs(output_map: list[str], converted: Sequence[Any], pipeline_index: int) -> dict[str, Any]:
@@ -69,17 +82,32 @@ class DALIGenericIterator(_DaliBaseIterator):
 
     Raises:
       AssertionError: ``output_map`` names are not distinct, or the base iterator's checks
-        (``jaxdali.plugin.base_iterator``).
+        (``jaxdali.plugin.driver``).
       IndexError, KeyError: ``output_map`` has fewer / more names than the pipelines have outputs
         (at the first fetch, which happens in the constructor with ``prepare_first_batch``).
       ValueError: ``last_batch_policy`` is not a ``LastBatchPolicy``.
 
-    Example::
+    Example: five samples in batches of two; PARTIAL returns the last batch shortened::
 
         it = DALIGenericIterator(pipe, ["data", "label"], reader_name="Reader",
                                  last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
-        for batch in it:
-            images, labels = batch[0]["data"], batch[0]["label"]
+
+    >>> import numpy as np
+    >>> from jaxdali import fn, pipeline_def
+    >>> def sample(info):
+    ...     return np.int64([info.idx_in_epoch]), np.int64([10 * info.idx_in_epoch])
+    >>> @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    ... def pipe():
+    ...     return tuple(fn.external_source(source=sample, batch=False, num_outputs=2))
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:  # DALI's advice to prefer reader_name
+    ...     warnings.simplefilter("always")
+    ...     it = DALIGenericIterator(pipe(), ["data", "label"], size=5, last_batch_policy=LastBatchPolicy.PARTIAL)
+    >>> str(caught[0].message).startswith("Please set `reader_name`")
+    True
+    >>> [(b[0]["data"].flatten().tolist(), b[0]["label"].flatten().tolist()) for b in it]
+    [([0, 1], [0, 10]), ([2, 3], [20, 30]), ([4], [40])]
+    >>> it.close()
     """
 
     def __init__(
@@ -100,16 +128,7 @@ class DALIGenericIterator(_DaliBaseIterator):
             raise AssertionError(DISTINCT_NAMES_MSG)
         self.output_map = output_map
         del dynamic_shape  # DALI ignores it too
-        super().__init__(
-            pipelines,
-            size=size,
-            reader_name=reader_name,
-            auto_reset=auto_reset,
-            fill_last_batch=fill_last_batch,
-            last_batch_padded=last_batch_padded,
-            last_batch_policy=last_batch_policy,
-            prepare_first_batch=prepare_first_batch,
-        )
+        super().__init__(pipelines, **_base_arguments(locals()))
 
     def __next__(self) -> list[dict[str, Any]]:
         return self._next_batch()
@@ -149,18 +168,7 @@ class DALIClassificationIterator(DALIGenericIterator):
         last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL,
         prepare_first_batch: bool = True,
     ):
-        super().__init__(
-            pipelines,
-            ["data", "label"],
-            size=size,
-            reader_name=reader_name,
-            auto_reset=auto_reset,
-            fill_last_batch=fill_last_batch,
-            dynamic_shape=dynamic_shape,
-            last_batch_padded=last_batch_padded,
-            last_batch_policy=last_batch_policy,
-            prepare_first_batch=prepare_first_batch,
-        )
+        super().__init__(pipelines, ["data", "label"], dynamic_shape=dynamic_shape, **_base_arguments(locals()))
 
 
 class DALIRaggedIterator(DALIGenericIterator):
@@ -180,7 +188,17 @@ class DALIRaggedIterator(DALIGenericIterator):
       AssertionError: an unknown tag, or ``output_types`` and ``output_map`` differ in length.
 
     Example: samples ``[0]``, ``[0, 1]``, ``[0, 1, 2]`` as ``SPARSE_COO_TAG`` give a (3, 3) sparse
-    tensor whose dense form is ``[[0, 0, 0], [0, 1, 0], [0, 1, 2]]``.
+    tensor whose dense form is ``[[0, 0, 0], [0, 1, 0], [0, 1, 2]]``:
+
+    >>> import numpy as np
+    >>> from jaxdali import fn, pipeline_def
+    >>> @pipeline_def(batch_size=3, num_threads=1, device_id=None)
+    ... def ragged():
+    ...     return fn.external_source(source=lambda: [np.arange(n + 1) for n in range(3)])
+    >>> it = DALIRaggedIterator(ragged(), ["x"], output_types=[DALIRaggedIterator.SPARSE_COO_TAG])
+    >>> next(it)[0]["x"].to_dense().tolist()
+    [[0, 0, 0], [0, 1, 0], [0, 1, 2]]
+    >>> it.close()
     """
 
     DENSE_TAG = "dense"
@@ -210,18 +228,7 @@ class DALIRaggedIterator(DALIGenericIterator):
                 f"output_types has {len(tags)} tags for {len(output_map)} output_map names; give one per name"
             )
         self._output_types = tags
-        super().__init__(
-            pipelines,
-            output_map,
-            size=size,
-            reader_name=reader_name,
-            auto_reset=auto_reset,
-            fill_last_batch=fill_last_batch,
-            dynamic_shape=dynamic_shape,
-            last_batch_padded=last_batch_padded,
-            last_batch_policy=last_batch_policy,
-            prepare_first_batch=prepare_first_batch,
-        )
+        super().__init__(pipelines, output_map, dynamic_shape=dynamic_shape, **_base_arguments(locals()))
 
     def _convert(self, index: int, out: Any, keep: int | None) -> Any:
         # An output without a name gets no tag; _name_outputs reports the mismatch.
