@@ -12,7 +12,7 @@ import pytest
 
 from jaxdali import config
 from jaxdali.ops import _resample_numpy, resample
-from jaxdali.ops.resize import _FILTERS
+from jaxdali.ops.resample_plan import FILTERS, axis_taps
 from jaxdali.types import DALIInterpType
 
 
@@ -30,9 +30,8 @@ def kernel(request):
 
 
 def _taps(n, m, filt=DALIInterpType.INTERP_LINEAR, antialias=True, lo=0.0, hi=None):
-    spec = _FILTERS[filt]
-    return resample.batch_axis_taps(spec.kernel, spec.radius, np.array([n]), np.array([m]), np.array([lo]),
-                                    np.array([float(n if hi is None else hi)]), np.array([antialias]), False)[0]
+    return axis_taps(filt, np.array([n]), np.array([m]), np.array([lo]), np.array([float(n if hi is None else hi)]),
+                     antialias, False)[0]
 
 
 def _pass(x, taps, axis):
@@ -61,7 +60,7 @@ def _expected(src, taps_h, taps_w, rows_first, out_dtype):
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels, kernel):
     r = np.random.default_rng(channels)
-    filters = list(_FILTERS)[1:]
+    filters = list(FILTERS)[1:]
     for trial in range(40):
         dtype = [np.uint8, np.uint16, np.int16, np.float32][trial % 4]
         out_dtype = [np.uint8, np.float32, np.int16, np.uint16, np.uint8][trial % 5]
