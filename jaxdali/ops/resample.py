@@ -1,62 +1,47 @@
-"""The fast path of ``fn.resize`` for 2-D frames: batched tap planning and a compiled separable kernel.
+"""Executes resize plans (``jaxdali.ops.resample_plan``): one entry point per case.
 
-``jaxdali.ops.resize`` defines what a resize computes (DALI's geometry, filters and pixel centres);
-this module computes the same thing faster for the common case, a (H, W, C) frame with C <= 4:
-
-* ``batch_axis_taps`` computes the taps (input rows and weights) of one axis for a whole batch with
-  a handful of NumPy calls, instead of a few dozen small calls per sample. Its arithmetic is the
-  per-sample ``resize.axis_taps`` element for element, so the weights are the same bits.
-* ``resample_frame`` applies both axes' taps in one call to the compiled kernel
-  (``_resample_kernel.c``), which releases the GIL, reads the input in its own type and writes the
-  rounded, saturated output directly: no float32 copy of the frame, no transposes, and at most one
-  float32 block of the size of the W-resampled input (none when rows go first).
+* ``resample_sample``: one sample of any layout, following its plan (a copy, OpenCV, or 1-D passes);
+  it runs the 2-D frames of a sample one by one, or the N-D passes.
+* ``resample_frame``: one (H, W, C) frame with separable taps. The compiled kernel
+  (``_resample_kernel.c``) runs it where it applies (types in ``FRAME_TYPES``, up to 4 channels,
+  no nearest-neighbour axis): it releases the GIL, reads the input in its own type and writes the
+  rounded, saturated output directly. Elsewhere the NumPy passes of ``resample_nd`` run.
+* ``resample_nd``: the passes along any number of axes, in the order with the fewest multiply-adds,
+  each a gather of whole rows and a K-tap weighted sum (NumPy).
+* ``resample_window``: a window of the output of a resize, with the values of the full output.
+* ``linear_frame``: a plan's ``cv2_linear`` case, ``cv2.resize(INTER_LINEAR)`` computed on float32
+  (OpenCV's fixed-point integer path rounds with a bias).
 
 The kernel is optional: where it is not built, was built from another version of its source (a stale
-editable install), or config ``disable_kernel`` (``JAXDALI_DISABLE_KERNEL=1``) is set, ``resample_frame``
-runs ``_resample_numpy``, which computes the same values bit for bit, slower. ``kernel_status()`` says
-which path runs and why.
+editable install), or config ``disable_kernel`` (``JAXDALI_DISABLE_KERNEL=1``) is set,
+``resample_frame`` runs ``_resample_numpy``, which computes the kernel's values bit for bit, slower.
+``kernel_status()`` says which path runs and why.
 """
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import math
 import pathlib
 import threading
-import warnings
+from typing import Sequence
 
 import cv2
 import numpy as np
 
 from jaxdali.core import options
 from jaxdali.ops import _resample_numpy
+from jaxdali.ops.kernel_loader import load_kernel
+from jaxdali.ops.resample_plan import FRAME_TYPES, ResamplePlan, is_2d
 
-__all__ = ["batch_axis_taps", "tap_sum", "resample_frame", "frame_supported", "kernel_status"]
+__all__ = ["kernel_status", "resample_sample", "resample_frame", "resample_nd", "resample_window", "linear_frame",
+           "rows_first", "store"]
 
 _KERNEL_SOURCE = pathlib.Path(__file__).with_name("_resample_kernel.c")
 
 
-def _load_kernel():
-    """The compiled kernel's ``resample`` and why it is used, or None and why not."""
-    try:
-        from jaxdali.ops import _resample_kernel as module
-    except ImportError as e:
-        return None, f"not built ({e}); a C compiler at install time builds it"
-    if not _KERNEL_SOURCE.is_file():  # an installation without the source: nothing to compare with
-        return module.resample, f"{module.__file__} (source not installed, not checked)"
-    # setup.py compiles the hash of the source (line endings normalised) into the module.
-    expected = "0x" + hashlib.sha256(_KERNEL_SOURCE.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
-    built = getattr(module, "SOURCE_SHA256", None)
-    if built != expected:
-        reason = (f"{module.__file__} was built from another version of {_KERNEL_SOURCE.name}; rebuild it with "
-                  "`pip install -e .` (or `python setup.py build_ext --inplace`)")
-        warnings.warn(f"jaxdali ignores its compiled resize kernel: {reason}. Resizing uses the NumPy path "
-                      "(same results, slower).", RuntimeWarning, stacklevel=2)
-        return None, f"stale: {reason}"
-    return module.resample, f"{module.__file__}, built from this source"
-
-
-_KERNEL, _KERNEL_REASON = _load_kernel()
+_KERNEL_MODULE, _KERNEL_REASON = load_kernel("jaxdali.ops._resample_kernel", _KERNEL_SOURCE, "resize kernel")
+_KERNEL = _KERNEL_MODULE.resample if _KERNEL_MODULE is not None else None
 
 
 def kernel_status() -> tuple[str, str]:
@@ -67,88 +52,92 @@ def kernel_status() -> tuple[str, str]:
         return "numpy fallback", f"compiled kernel {_KERNEL_REASON}"
     return "compiled kernel", _KERNEL_REASON
 
+
 _CV2_DEPTH = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.int16): cv2.CV_16S,
               np.dtype(np.float32): cv2.CV_32F}
 
-
-def frame_supported(dtype: np.dtype, out_dtype: np.dtype, channels: np.ndarray) -> np.ndarray:
-    """Whether ``resample_frame`` handles frames of this input type, output type and channel count, for
-    each of ``channels`` (an array: one answer per sample)."""
-    channels = np.asarray(channels)
-    types_ok = np.dtype(dtype) in _CV2_DEPTH and np.dtype(out_dtype) in _CV2_DEPTH
-    return types_ok & (channels >= 1) & (channels <= 4)
+# -- one sample --------------------------------------------------------------------------------------
 
 
-# -- taps for a batch ------------------------------------------------------------------------------------
-
-
-def batch_axis_taps(kernel, radius: float, in_len: np.ndarray, out_len: np.ndarray, lo: np.ndarray,
-                    hi: np.ndarray, antialias: np.ndarray, accumulate: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``resize.axis_taps`` for n samples at once (one filter; the filter must have a kernel).
-
-    Args:
-      kernel, radius: the filter (``resize._FILTERS[...]``).
-      in_len, out_len, lo, hi: (n,) input extent, output extent and source window of each sample.
-      antialias: (n,) bool, whether the kernel is widened by the scale factor when shrinking.
-      accumulate: positions as DALI computes them along an outer spatial axis (float32 running sum).
-
-    Returns:
-      Per sample ``(index, weights)``: int32 (m, K) input rows, clamped to the input, and float32
-      (m, K) weights, K the sample's own tap count (``ceil(2 * radius * max(1, step))``).
-    """
-    n = len(in_len)
-    out_len = np.asarray(out_len, np.int64)
-    lo = np.asarray(lo, np.float64)
-    hi = np.asarray(hi, np.float64)
-    m_max = int(out_len.max())
-    step = (hi - lo) / out_len
-    if accumulate:
-        steps = np.broadcast_to(step.astype(np.float32)[:, None], (n, m_max)).copy()
-        steps[:, 0] = (lo + 0.5 * step.astype(np.float32).astype(np.float64)).astype(np.float32)
-        c = np.cumsum(steps, axis=1, dtype=np.float32).astype(np.float64)
+def resample_sample(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray) -> None:
+    """Resizes ``image`` (spatial ``axes`` in layout order) into ``out`` following ``plan`` (integers are
+    rounded and saturated)."""
+    if out.size == 0:
+        return
+    if not plan.taps and not plan.cv2_linear:
+        store(image, out, owned=False)
+        return
+    axes = list(axes)
+    if not is_2d(axes):
+        resample_nd(image, plan.taps, out)
+        return
+    # (frames..., H, W, channels...) seen as (F, H, W, C): 2-D passes frame by frame.
+    f, (h, w), c = math.prod(image.shape[:axes[0]]), image.shape[axes[0]:axes[1] + 1], \
+        math.prod(image.shape[axes[1] + 1:])
+    if f == 1 and image.ndim == 3:  # the common HWC frame: no reshapes
+        frames, dst = (image,), (out,)
     else:
-        c = lo[:, None] + (np.arange(m_max) + 0.5)[None, :] * step[:, None]
-    k = np.where(antialias, np.maximum(1.0, np.abs(step)), 1.0)
-    reach = radius * k
-    taps = np.maximum(1, np.ceil(2 * reach)).astype(np.int64)
-    k_max = int(taps.max())
-    first = np.floor(c - 0.5 - reach[:, None]).astype(np.int64) + 1
-    # Element-wise work in (K, n, m) order: NumPy's inner loops then run over m, not over K (a few
-    # taps), ~3x faster; the weights are normalised by their sum in tap order, as in axis_taps.
-    j = first[None] + np.arange(k_max)[:, None, None]
-    w = kernel((j + 0.5 - c[None]) / k[None, :, None])
-    total = tap_sum(w)
-    w = (w / np.where(total != 0, total, 1.0)[None]).astype(np.float32)
-    j = np.clip(j, 0, (np.asarray(in_len, np.int64) - 1)[None, :, None]).astype(np.int32)
-    j, w = np.ascontiguousarray(j.transpose(1, 2, 0)), np.ascontiguousarray(w.transpose(1, 2, 0))
-    # A sample with the batch's tap count gets views (its rows of a C-contiguous block), not copies.
-    return [(j[i, :m], w[i, :m]) if kk == k_max else (np.ascontiguousarray(j[i, :m, :kk]),
-                                                       np.ascontiguousarray(w[i, :m, :kk]))
-            for i, (m, kk) in enumerate(zip(out_len.tolist(), taps.tolist()))]
+        frames = np.ascontiguousarray(image).reshape(f, h, w, c)
+        dst = out.reshape(f, out.shape[axes[0]], out.shape[axes[1]], c)
+    for src, d in zip(frames, dst):
+        if plan.cv2_linear:
+            linear_frame(src, d)
+        else:
+            resample_frame(src, plan.taps.get(axes[0]), plan.taps.get(axes[1]), d)
 
 
-def tap_sum(w: np.ndarray) -> np.ndarray:
-    """The sum over the leading (tap) axis of ``w``, added in tap order: ((w0 + w1) + w2) + ... (NumPy's
-    own sums switch to pairwise order from 8 terms, and their order depends on the memory layout)."""
-    total = w[0].copy()
-    for t in range(1, len(w)):
-        total += w[t]
-    return total
+def resample_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,
+                    full_shape: Sequence[int]) -> None:
+    """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``, with the values of the full
+    resize: where the kernel runs on an HWC frame only the window's rows and columns are computed (the
+    same taps, the same pass order); otherwise the full result is computed and cut."""
+    anchor, shape = window
+    axes = list(axes)
+    spatial = set(axes)
+    whole_other = all(a == 0 and n == e for k, (a, n, e) in enumerate(zip(anchor, shape, full_shape))
+                      if k not in spatial)
+    taps_h, taps_w = plan.taps.get(axes[0]), plan.taps.get(axes[-1])
+    if not plan.cv2_linear and axes == [0, 1] and image.ndim == 3 and whole_other and \
+            _kernel_runs(image.dtype, out.dtype, image.shape[2], taps_h, taps_w):
+        src = image
+        taps = []
+        for k, t in enumerate((taps_h, taps_w)):
+            lo, n = int(anchor[k]), int(shape[k])
+            if t is None:  # the axis keeps its extent: the window's rows are the input's
+                src = src[(slice(None),) * k + (slice(lo, lo + n),)]
+                taps.append(None)
+            else:
+                taps.append((np.ascontiguousarray(t[0][lo:lo + n]), np.ascontiguousarray(t[1][lo:lo + n])))
+        resample_frame(src, taps[0], taps[1], out, rows_first(image.shape, full_shape, taps_h, taps_w))
+        return
+    full = np.empty(tuple(int(v) for v in full_shape), out.dtype)
+    resample_sample(image, axes, plan, full)
+    np.copyto(out, full[tuple(slice(int(a), int(a) + int(n)) for a, n in zip(anchor, shape))])
 
 
-# -- one frame -------------------------------------------------------------------------------------------
+# -- 2-D frames --------------------------------------------------------------------------------------
+
+
+def _kernel_runs(dtype: np.dtype, out_dtype: np.dtype, channels: int, taps_h, taps_w) -> bool:
+    """Whether the kernel (or its NumPy twin) takes this frame: its types, 1 to 4 channels, and no
+    nearest-neighbour axis (weights None)."""
+    return (np.dtype(dtype) in FRAME_TYPES and np.dtype(out_dtype) in FRAME_TYPES and 1 <= channels <= 4
+            and all(t is None or t[1] is not None for t in (taps_h, taps_w)))
 
 
 def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, order: bool | None = None) -> None:
     """Resizes one (H, W, C) frame into ``out`` (H', W', C) with separable taps.
 
-    ``taps_h``/``taps_w`` are ``(index, weights)`` pairs as from ``batch_axis_taps`` (int32, float32),
-    or None for an axis that keeps its extent and window. ``src`` and ``out`` have contiguous rows
-    (a window of rows or whole columns of a larger frame is fine); their types are those in
-    ``frame_supported``. ``order``: run the H pass first (True) or the W pass first (False); None:
-    ``rows_first`` of these shapes (a window of a larger output passes the full output's order, so
-    its values are the full output's). Integer outputs are rounded half to even and saturated.
+    ``taps_h``/``taps_w`` are ``(index, weights)`` pairs from ``axis_taps``, or None for an axis that
+    keeps its extent and window. ``src`` and ``out`` have contiguous rows (a window of rows or whole
+    columns of a larger frame is fine). ``order`` (kernel only): run the H pass first (True) or the
+    W pass first (False); None: ``rows_first`` of these shapes (a window of a larger output passes
+    the full output's order, so its values are the full output's). Integer outputs are rounded half
+    to even and saturated.
     """
+    if not _kernel_runs(src.dtype, out.dtype, src.shape[2], taps_h, taps_w):
+        resample_nd(src, {a: t for a, t in enumerate((taps_h, taps_w)) if t is not None}, out)
+        return
     if order is None:
         order = rows_first(src.shape, out.shape, taps_h, taps_w)
     if src.strides[1:] != (src.shape[2] * src.itemsize, src.itemsize):
@@ -170,6 +159,7 @@ def rows_first(src_shape, out_shape, taps_h, taps_w) -> bool:
 
 #: Time of a W-pass tap relative to an H-pass tap, per channel (measured: ~0.21 against ~0.13 ns).
 _GATHER_COST = 1.6
+
 
 
 class _Scratch(threading.local):
@@ -197,20 +187,6 @@ _SCRATCH_LIMIT = 1 << 20 | 1 << 19
 _SCRATCH = _Scratch()
 
 
-def _finish(result: np.ndarray, out: np.ndarray, non_negative: bool = False) -> None:
-    """float32 ``result`` into ``out``: rounded half to even and saturated for integer types.
-
-    ``non_negative``: ``result`` holds no negative values, so for uint8 OpenCV's fastest conversion
-    (``convertScaleAbs``: round, saturate, with an absolute value that changes nothing) applies.
-    """
-    if out.dtype == np.float32:
-        np.copyto(out, result)
-    elif non_negative and out.dtype == np.uint8:
-        cv2.convertScaleAbs(result, dst=out)
-    else:
-        cv2.add(result, 0.0, dst=out, dtype=_CV2_DEPTH[out.dtype])
-
-
 def linear_frame(src: np.ndarray, out: np.ndarray) -> None:
     """``cv2.resize(INTER_LINEAR)`` of a whole (H, W, C) frame into ``out``, computed on float32 (OpenCV's
     fixed-point integer path rounds with a bias) and rounded into ``out``'s type."""
@@ -224,4 +200,70 @@ def linear_frame(src: np.ndarray, out: np.ndarray) -> None:
         cv2.resize(x[:, :, 0], (ow, oh), dst=r[:, :, 0], interpolation=cv2.INTER_LINEAR)
     else:
         cv2.resize(x, (ow, oh), dst=r, interpolation=cv2.INTER_LINEAR)
-    _finish(r, out, src.dtype.kind == "u")
+    store(r, out, non_negative=src.dtype.kind == "u")
+
+
+# -- N-D passes --------------------------------------------------------------------------------------
+
+
+def resample_nd(image: np.ndarray, taps: dict, out: np.ndarray) -> None:
+    """Resizes ``image`` into ``out`` with one pass per entry of ``taps`` (axis -> (index, weights), weights
+    None for nearest neighbour), in the order with the fewest multiply-adds."""
+    x = image
+    for a in _cheapest_order(image.shape, taps):
+        x = _apply_pass(x, a, *taps[a])
+    store(x, out)
+
+
+def _cheapest_order(shape: Sequence[int], taps: dict) -> list[int]:
+    """Orders the passes to minimise multiply-adds (the most shrinking first); ties keep axis order."""
+    best, best_cost = list(taps), None
+    for order in itertools.permutations(taps):
+        s = list(shape)
+        cost = 0
+        for a in order:
+            index, weights = taps[a]
+            s[a] = index.shape[0]
+            cost += int(np.prod(s)) * (1 if weights is None else weights.shape[1])
+        if best_cost is None or cost < best_cost:
+            best, best_cost = list(order), cost
+    return best
+
+
+def _apply_pass(x: np.ndarray, axis: int, index: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """One pass along ``axis``: move the axis first, gather K rows per output row, weighted sum."""
+    moved = np.ascontiguousarray(np.moveaxis(x, axis, 0))
+    flat = moved.reshape(moved.shape[0], -1)
+    if weights is None:
+        result = flat[index]
+    else:
+        gathered = flat[index]  # (m, K, R): whole rows, so the gather is a row copy
+        if gathered.dtype != np.float32:
+            gathered = gathered.astype(np.float32)
+        result = np.matmul(weights[:, None, :], gathered)
+    return np.moveaxis(result.reshape((index.shape[0],) + moved.shape[1:]), 0, axis)
+
+
+def store(result: np.ndarray, out: np.ndarray, owned: bool = True, non_negative: bool = False) -> None:
+    """Writes ``result`` into ``out``, rounding half to even and saturating for integer outputs.
+
+    ``owned``: the caller gives up ``result``, which may then be rounded in place. ``non_negative``:
+    ``result`` holds no negative values, so for uint8 OpenCV's fastest conversion (``convertScaleAbs``:
+    round, saturate, with an absolute value that changes nothing) applies. OpenCV converts (C-contiguous
+    float32 frames of up to 4 channels; the same values as NumPy's, faster), NumPy elsewhere.
+    """
+    if out.dtype.kind not in "iu" or result.dtype.kind != "f":
+        np.copyto(out, result, casting="unsafe")
+    elif (result.dtype == np.float32 and out.dtype in _CV2_DEPTH and result.shape == out.shape and result.ndim == 3
+          and result.shape[2] <= 4 and result.flags.c_contiguous and out.flags.c_contiguous):
+        if non_negative and out.dtype == np.uint8:
+            cv2.convertScaleAbs(result, dst=out)
+        else:
+            cv2.add(result, 0.0, dst=out, dtype=_CV2_DEPTH[out.dtype])
+    else:
+        info = np.iinfo(out.dtype)
+        if not owned:
+            result = result.copy()
+        np.clip(result, info.min, info.max, out=result)
+        np.rint(result, out=result)
+        np.copyto(out, result, casting="unsafe")

@@ -27,16 +27,15 @@ import math
 import cv2
 import numpy as np
 
+from jaxdali.ops.layouts import SpatialLayout, allocate_batch, resampled_dtype
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.resize import SpatialLayout, allocate_batch
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.tensors import TensorListCPU
-from jaxdali.types import DALIDataType, DALIInterpType, to_numpy_type
+from jaxdali.types import DALIDataType, DALIInterpType
 
 __all__ = ["rotated_size", "rotation_matrices", "to_index_matrix", "invert_affine", "WARP_AFFINE", "ROTATE"]
 
 _CV2_INTERP = {DALIInterpType.INTERP_NN: cv2.INTER_NEAREST, DALIInterpType.INTERP_LINEAR: cv2.INTER_LINEAR}
-_INPUT_TYPES = (np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.uint16), np.dtype(np.float32))
 
 
 # -- geometry (pure, vectorised) --------------------------------------------------------------------------
@@ -151,19 +150,6 @@ def _warp_frames(frames: np.ndarray, index_matrix: np.ndarray, out: np.ndarray, 
             dst[:, :, c0:c0 + 4] = res
 
 
-def _output_dtype(op: str, input_dtype: np.dtype, dtype_arg) -> np.dtype:
-    if input_dtype not in _INPUT_TYPES:
-        raise TypeError(f"fn.{op}: input type {input_dtype} is not supported; supported types are uint8, int16, "
-                        f"uint16 and float32 (convert with fn.cast first)")
-    if dtype_arg is None:
-        return input_dtype
-    out = np.dtype(to_numpy_type(dtype_arg))
-    if out == input_dtype or out == np.float32 or (input_dtype.kind == "f" and out in _INPUT_TYPES):
-        return out
-    raise TypeError(f"fn.{op}: unsupported input/output types {input_dtype} -> {out}: the output must be the "
-                    f"input type or FLOAT (or, for float input, any of uint8, int16, uint16)")
-
-
 # -- operators ------------------------------------------------------------------------------------------------
 
 
@@ -213,7 +199,7 @@ class _Warp(Operator):
         if n == 0:
             return images
         layout = SpatialLayout.parse(self.op, images.layout(), images.ndim(), allow_depth=False)
-        dtype = _output_dtype(self.op, images.np_dtype, self.dtype_arg)
+        dtype = resampled_dtype(self.op, images.np_dtype, self.dtype_arg, float_to_any=True)
         samples = images.samples()
         shapes = np.array(images.shape(), np.int64).reshape(n, -1)
         in_hw = shapes[:, list(layout.axes)]

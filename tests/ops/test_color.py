@@ -219,7 +219,7 @@ def test_cmn_deprecated_arguments_still_work():
 
 
 def test_cmn_errors():
-    with pytest.raises(ValueError, match="'mean' has 2 values for sample 0 with 3 channels"):
+    with pytest.raises(ValueError, match="'mean' has 2 values but sample 0 has 3 channels"):
         one(lambda x: fn.crop_mirror_normalize(x, mean=[1, 2]), [X])
     with pytest.raises(OpArgumentError, match="argument 'dtype' must be one of"):
         one(lambda x: fn.crop_mirror_normalize(x, dtype=types.INT16), [X])

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def, types
-from jaxdali.ops.geometry import WindowOutOfBounds, convert, crop_anchor, crop_window
+from jaxdali.ops.convert import convert
+from jaxdali.ops.crop_plan import WindowOutOfBounds, crop_anchor, crop_window
 from jaxdali.ops.schema import OpArgumentError
 
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from jaxdali import config
+from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops import _resample_numpy, resample
-from jaxdali.ops.resize import _FILTERS
+from jaxdali.ops.resample_plan import FILTERS, axis_taps
 from jaxdali.types import DALIInterpType
 
 
@@ -30,9 +31,8 @@ def kernel(request):
 
 
 def _taps(n, m, filt=DALIInterpType.INTERP_LINEAR, antialias=True, lo=0.0, hi=None):
-    spec = _FILTERS[filt]
-    return resample.batch_axis_taps(spec.kernel, spec.radius, np.array([n]), np.array([m]), np.array([lo]),
-                                    np.array([float(n if hi is None else hi)]), np.array([antialias]), False)[0]
+    return axis_taps(filt, np.array([n]), np.array([m]), np.array([lo]), np.array([float(n if hi is None else hi)]),
+                     antialias, False)[0]
 
 
 def _pass(x, taps, axis):
@@ -61,7 +61,7 @@ def _expected(src, taps_h, taps_w, rows_first, out_dtype):
 @pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_both_pass_orders_give_the_float32_sums_bit_for_bit(rows_first, channels, kernel):
     r = np.random.default_rng(channels)
-    filters = list(_FILTERS)[1:]
+    filters = list(FILTERS)[1:]
     for trial in range(40):
         dtype = [np.uint8, np.uint16, np.int16, np.float32][trial % 4]
         out_dtype = [np.uint8, np.float32, np.int16, np.uint16, np.uint8][trial % 5]
@@ -230,18 +230,19 @@ def test_without_the_kernel_jaxdali_imports_and_resizes_with_numpy():
     assert shape == "(17, 25, 3) 7"
 
 
-def test_a_kernel_built_from_another_source_is_ignored_with_a_warning(tmp_path, monkeypatch):
+def test_a_kernel_built_from_another_source_is_ignored_with_a_warning(tmp_path):
     """The hash compiled into the module must be the source's: an edited source makes the module stale."""
     if resample._KERNEL is None:
         pytest.skip(f"compiled kernel not built: {resample.kernel_status()[1]}")
-    assert resample._load_kernel()[0] is resample._KERNEL  # the module matches the source next to it
+    name = "jaxdali.ops._resample_kernel"
+    assert load_kernel(name, resample._KERNEL_SOURCE, "resize kernel")[0] is resample._KERNEL_MODULE
     source = resample._KERNEL_SOURCE.read_bytes()
     edited = tmp_path / "_resample_kernel.c"
     edited.write_bytes(source + b"/* a newer line */\n")
-    monkeypatch.setattr(resample, "_KERNEL_SOURCE", edited)
-    with pytest.warns(RuntimeWarning, match="built from another version of _resample_kernel.c"):
-        kernel, reason = resample._load_kernel()
+    with pytest.warns(RuntimeWarning, match="ignores its compiled resize kernel.*built from another version of "
+                                            "_resample_kernel.c"):
+        kernel, reason = load_kernel(name, edited, "resize kernel")
     assert kernel is None and reason.startswith("stale: ")
     # Line endings do not count (a checkout with CRLF is the same source).
     edited.write_bytes(source.replace(b"\n", b"\r\n"))
-    assert resample._load_kernel()[0] is resample._KERNEL
+    assert load_kernel(name, edited, "resize kernel")[0] is resample._KERNEL_MODULE

@@ -17,7 +17,7 @@ import pytest
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops import rng
 from jaxdali.ops.crop_window import crop_window_draws, random_crop_windows
-from jaxdali.ops.resize import resize_geometry
+from jaxdali.ops.resample_plan import resize_geometry
 from jaxdali.tensors import TensorListGPU
 
 FLOWERS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "flowers")
@@ -782,14 +782,15 @@ def test_random_resized_crop_errors(kw, message):
     assert message in str(e.value)
 
 
-# -- the batched fast path (jaxdali.ops.resample) -----------------------------------------------------------
+# -- planning and the resampling paths (jaxdali.ops.resample_plan, jaxdali.ops.resample) -----------------------------------------------------------
 
 
-def test_batched_planning_gives_the_per_sample_taps_and_values():
-    """plan_batch + resample_frame (sparse passes, OpenCV rounding) against plan_resample + the NumPy
-    passes: identical taps, values within one level (float32 summation order), for random windows,
-    flips, filters, channel counts and types."""
-    from jaxdali.ops.resize import execute_plan, plan_batch, plan_resample
+def test_batch_planning_gives_the_single_sample_taps_and_the_paths_agree():
+    """plan_resample of a batch gives each sample the taps it gets alone; the kernel or OpenCV path
+    (resample_sample) against the NumPy passes (resample_nd) with the same taps: values within one
+    level (float32 summation order), for random windows, flips, filters, channel counts and types."""
+    from jaxdali.ops.resample import resample_nd, resample_sample
+    from jaxdali.ops.resample_plan import axis_taps, plan_resample
 
     r = np.random.RandomState(0)
     filters = [types.INTERP_LINEAR, types.INTERP_CUBIC, types.INTERP_LANCZOS3, types.INTERP_GAUSSIAN,
@@ -807,18 +808,25 @@ def test_batched_planning_gives_the_per_sample_taps_and_values():
             lo, hi = np.zeros(2), np.array([h, w], float)
         if trial % 5 == 0:
             lo, hi = hi, lo
-        f = filters[trial % len(filters)]
+        f = int(filters[trial % len(filters)])
         antialias = trial % 4 != 1
         out_dtype = np.dtype(np.float32) if trial % 2 else dtype
-        plan = plan_batch(np.array([img.shape]), dtype, out_dtype, (0, 1), np.array([[oh, ow]]), lo[None], hi[None],
-                          np.array([int(f)]), np.array([int(f)]), antialias)[0]
-        reference = plan_resample(img.shape, dtype, (0, 1), (oh, ow), lo, hi, f, f, antialias)
-        assert plan.cv2_linear == reference.cv2_linear
-        for axis, (index, weights) in reference.taps.items():
+        other = (r.randint(1, 90), r.randint(1, 90), c)
+        plan = plan_resample(np.array([other, img.shape]), dtype, (0, 1), np.array([[7, 9], [oh, ow]]),
+                             np.array([[0, 0], lo]), np.array([other[:2], hi]), np.array([f, f]), np.array([f, f]),
+                             antialias)[1]
+        alone = plan_resample(np.array([img.shape]), dtype, (0, 1), np.array([[oh, ow]]), lo[None], hi[None],
+                              np.array([f]), np.array([f]), antialias)[0]
+        assert plan.cv2_linear == alone.cv2_linear and plan.taps.keys() == alone.taps.keys()
+        for axis, (index, weights) in alone.taps.items():
             assert np.array_equal(plan.taps[axis][0], index) and np.array_equal(plan.taps[axis][1], weights)
+        taps = plan.taps
+        if plan.cv2_linear:
+            taps = {a: axis_taps(f, [n], [m], [l], [e], antialias, accumulate=a == 0)[0]
+                    for a, (n, m, l, e) in enumerate(zip(img.shape, (oh, ow), lo, hi))}
         expected, got = np.empty((oh, ow, c), out_dtype), np.empty((oh, ow, c), out_dtype)
-        execute_plan(img, (0, 1), reference, expected)
-        execute_plan(img, (0, 1), plan, got)
+        resample_nd(img, taps, expected)
+        resample_sample(img, (0, 1), plan, got)
         tol = 1 if out_dtype.kind in "iu" else 1e-4 * max(1.0, float(np.abs(expected).max()))
         assert np.abs(got.astype(np.float64) - expected).max() <= tol, (trial, dtype, out_dtype, c, f)
 

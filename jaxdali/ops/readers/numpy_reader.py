@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxdali.ops.geometry import convert, window_slices
+from jaxdali.ops.convert import convert
+from jaxdali.ops.crop_plan import window_slices
 from jaxdali.ops.readers import npy_format, storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
 from jaxdali.ops.readers.region import ROI_ARGS, check_roi_args, roi_box

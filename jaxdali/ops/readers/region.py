@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from jaxdali.ops.geometry import round_half_away
+from jaxdali.ops.convert import round_half_away
 from jaxdali.ops.schema import OpArgumentError
 
 __all__ = ["ROI_ARGS", "check_roi_args", "roi_box"]

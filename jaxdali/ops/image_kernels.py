@@ -1,0 +1,133 @@
+"""The building blocks of the crop, flip and normalise operators, for the host (NumPy) and the device
+(``jax.numpy``); ``fn.crop``, ``fn.flip``, ``fn.normalize`` and ``fn.crop_mirror_normalize`` compose them.
+
+* crop: ``copy_window`` (host, one sample) and ``device_window`` (device, a dense batch);
+* flip: ``flipped`` (host, a view of one sample) and ``device_flip`` (device, per-sample flags);
+* normalise: ``normalize`` (``(x - offset) * factor`` in float32, host or device) and
+  ``normalize_into`` (host, written into a float32 destination).
+
+The float32 operations are the same on both sides, in the same order, so host and device give the
+same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from jaxdali.ops.crop_plan import window_slices
+from jaxdali.ops.layouts import channel_shape
+
+__all__ = ["copy_window", "device_window", "flipped", "device_flip", "normalize", "normalize_into"]
+
+# -- crop ------------------------------------------------------------------------------------------
+
+
+def copy_window(src: np.ndarray, dst: np.ndarray, anchor: Sequence[int], fill, layout: str, store=None) -> None:
+    """Writes the window of ``src`` starting at ``anchor`` into ``dst`` (the window's shape).
+
+    Parts of the window outside ``src`` (channels included: a ``dst`` with more channels than ``src``
+    gets padding channels) get ``fill``, one value per channel of ``dst`` already in its type, or a
+    function that returns them (called only when needed).
+    ``store(dst_part, src_part)`` writes the part inside ``src`` (default ``np.copyto``; an operator
+    passes its conversion or normalisation).
+    """
+    src_sl, dst_sl, outside = window_slices(anchor, dst.shape, src.shape)
+    if outside:
+        fill = fill() if callable(fill) else fill
+        dst[...] = fill.reshape(channel_shape(layout, dst.ndim, fill.size))
+    region = src[src_sl]
+    if region.size:
+        (store or np.copyto)(dst[dst_sl], region)
+
+
+def device_window(x, anchors: Sequence[Any], sizes: Sequence[int]):
+    """Device crop of a dense batch ``x`` (batch axis first) to windows of static ``sizes``.
+
+    ``anchors`` holds, per sample axis, an int (the same for every sample) or an int32 array of
+    shape (batch,) with positions from ``crop_anchor`` (so a window no larger than the input stays
+    inside it). Returns (window, mask): mask is None when every window lies inside the input,
+    otherwise a boolean array that broadcasts against the window's leading axes and is False where
+    the window is outside the input (the caller fills those elements).
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    shape = x.shape[1:]
+    pads = []
+    for a, n, e in zip(anchors, sizes, shape):
+        if isinstance(a, (int, np.integer)):
+            pads.append((max(-int(a), 0), max(int(a) + n - e, 0)))
+        else:
+            pads.append((max(n - e, 0),) * 2)
+    if any(lo or hi for lo, hi in pads):
+        x = jnp.pad(x, [(0, 0)] + pads)
+    starts = [a + lo for a, (lo, _) in zip(anchors, pads)]
+    if all(isinstance(s, (int, np.integer)) for s in starts):
+        window = x[(slice(None),) + tuple(slice(int(s), int(s) + n) for s, n in zip(starts, sizes))]
+    else:
+        batch = x.shape[0]
+        table = jnp.stack([jnp.broadcast_to(jnp.asarray(s, jnp.int32), (batch,)) for s in starts], axis=1)
+        window = jax.vmap(lambda xi, st: lax.dynamic_slice(xi, tuple(st[k] for k in range(len(sizes))), sizes))(
+            x, table)
+    mask = None
+    ndim = len(sizes)
+    for axis, (a, n, e, (lo, hi)) in enumerate(zip(anchors, sizes, shape, pads)):
+        if not (lo or hi):
+            continue
+        pos = jnp.arange(n, dtype=jnp.int32) + jnp.asarray(a, jnp.int32)[..., None]
+        inside = (pos >= 0) & (pos < e)
+        inside = inside.reshape((-1,) + (1,) * axis + (n,) + (1,) * (ndim - axis - 1))
+        mask = inside if mask is None else mask & inside
+    return window, mask
+
+
+# -- flip ------------------------------------------------------------------------------------------
+
+
+def flipped(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    """A view of ``x`` reversed along ``axes``."""
+    index = [slice(None)] * x.ndim
+    for axis in axes:
+        index[axis] = slice(None, None, -1)
+    return x[tuple(index)]
+
+
+def device_flip(x, axis: int, flag):
+    """The batch ``x`` reversed along ``axis`` (batch axis included in the count) where ``flag`` is
+    non-zero: a constant (the whole batch) or one value per sample."""
+    import jax.numpy as jnp
+
+    if isinstance(flag, (bool, int, np.integer)):
+        return jnp.flip(x, axis) if flag else x
+    flag = jnp.reshape(flag, (-1,) + (1,) * (x.ndim - 1))
+    return jnp.where(flag != 0, jnp.flip(x, axis), x)
+
+
+# -- normalise -------------------------------------------------------------------------------------
+
+
+def normalize(x, offset, factor):
+    """``(x - offset) * factor`` in float32 (NumPy or ``jax.numpy`` arrays; ``offset`` and ``factor``
+    broadcast against ``x``)."""
+    return (x.astype(np.float32) - offset) * factor
+
+
+def normalize_into(src: np.ndarray, dst: np.ndarray, offset: np.ndarray, factor: np.ndarray, c_axis: int) -> None:
+    """``normalize(src, ...)`` written into the float32 array ``dst`` (of ``src``'s shape, any strides);
+    ``offset`` and ``factor`` hold one value per channel (axis ``c_axis``)."""
+    if dst.strides[c_axis] != dst.itemsize:
+        # Planar output (e.g. HWC -> CHW): one channel at a time, so every write is contiguous
+        # (about 4x faster than writing through the transposed view; the same float32 operations).
+        for ch in range(src.shape[c_axis]):
+            sel = (slice(None),) * c_axis + (ch,)
+            plane = dst[sel]
+            np.subtract(src[sel], offset[ch], out=plane, dtype=np.float32)
+            np.multiply(plane, factor[ch], out=plane)
+        return
+    shape = [1] * src.ndim
+    shape[c_axis] = -1
+    np.subtract(src, offset.reshape(shape), out=dst, dtype=np.float32)
+    np.multiply(dst, factor.reshape(shape), out=dst)

@@ -1,0 +1,78 @@
+"""The crop, flip and normalise building blocks (``jaxdali.ops.image_kernels``) and the shared helpers
+(``jaxdali.ops.layouts``): host and device blocks give the same bits, and the helpers' contracts."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxdali.ops.image_kernels import copy_window, device_flip, device_window, flipped, normalize, normalize_into
+from jaxdali.ops.layouts import allocate_batch, per_channel, resampled_dtype, sample_name
+from jaxdali.types import DALIDataType
+
+BATCH = np.random.default_rng(0).integers(0, 256, (3, 7, 9, 3), dtype=np.uint8)
+
+
+def test_flip_blocks_agree_on_host_and_device():
+    flags = np.array([1, 0, 1], np.int32)
+    device = np.asarray(device_flip(jnp.asarray(BATCH), 2, jnp.asarray(flags)))
+    for i, flag in enumerate(flags):
+        np.testing.assert_array_equal(device[i], flipped(BATCH[i], [1] if flag else []))
+    np.testing.assert_array_equal(np.asarray(device_flip(jnp.asarray(BATCH), 1, 1)), BATCH[:, ::-1])
+    assert device_flip(BATCH, 1, 0) is BATCH
+
+
+def test_normalize_blocks_give_the_same_bits_on_host_and_device_and_in_place():
+    offset = np.array([120.5, 110.25, 99.0], np.float32)
+    factor = np.array([1 / 57.1, 1 / 61.3, 1 / 63.7], np.float32)
+    host = normalize(BATCH, offset, factor)
+    device = np.asarray(normalize(jnp.asarray(BATCH), jnp.asarray(offset), jnp.asarray(factor)))
+    assert host.dtype == np.float32 and host.tobytes() == device.tobytes()
+    for planar in (False, True):  # HWC destination, and a CHW one seen in HWC order
+        dst = np.empty((3, 7, 9), np.float32).transpose(1, 2, 0) if planar else np.empty((7, 9, 3), np.float32)
+        normalize_into(BATCH[0], dst, offset, factor, c_axis=2)
+        assert np.ascontiguousarray(dst).tobytes() == host[0].tobytes()
+
+
+def test_crop_blocks_agree_and_fill_only_outside():
+    anchor, size = (-2, 5, 0), (4, 6, 3)  # two rows above the sample, two columns past its right edge
+    window, mask = device_window(jnp.asarray(BATCH), list(anchor), size)
+    fill = np.array([1, 2, 3], np.uint8)
+    device = np.where(np.asarray(mask), np.asarray(window), fill)
+    for i in range(len(BATCH)):
+        host = np.empty(size, np.uint8)
+        copy_window(BATCH[i], host, anchor, fill, "HWC")
+        np.testing.assert_array_equal(host, device[i])
+        assert (host[:2] == fill).all() and (host[:, 4:] == fill).all()
+        np.testing.assert_array_equal(host[2:, :4], BATCH[i, :2, 5:9])
+
+    calls = []
+
+    def lazy_fill():
+        calls.append(1)
+        return fill
+
+    inside = np.empty((5, 5, 3), np.uint8)
+    copy_window(BATCH[0], inside, (1, 2, 0), lazy_fill, "HWC")
+    assert not calls  # a window inside the sample never asks for its fill values
+    np.testing.assert_array_equal(inside, BATCH[0, 1:6, 2:7])
+    padded = np.empty((5, 5, 4), np.uint8)  # one padding channel: filled
+    copy_window(BATCH[0], padded, (1, 2, 0), lambda: np.array([9, 9, 9, 7], np.uint8), "HWC")
+    assert (padded[..., 3] == 7).all() and np.array_equal(padded[..., :3], BATCH[0, 1:6, 2:7])
+
+
+def test_layout_helpers():
+    assert per_channel("op", "mean", [2.0], 3, "sample 0").tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(ValueError, match="fn.op: 'mean' has 2 values but sample 1 has 3 channels"):
+        per_channel("op", "mean", [1.0, 2.0], 3, "sample 1")
+    dense = allocate_batch([(2, 3), (2, 3)], np.uint8)
+    assert isinstance(dense, np.ndarray) and dense.shape == (2, 2, 3)
+    ragged = allocate_batch([(2, 3), (3, 2)], np.float32)
+    assert [a.shape for a in ragged] == [(2, 3), (3, 2)]
+    assert sample_name(["a.jpg", ""], 0) == "sample 0 (a.jpg)" and sample_name(["a.jpg", ""], 1) == "sample 1"
+    assert sample_name(None, 4) == "sample 4"
+    assert resampled_dtype("resize", np.dtype(np.uint8), DALIDataType.FLOAT) == np.float32
+    assert resampled_dtype("warp_affine", np.dtype(np.float32), DALIDataType.UINT8, float_to_any=True) == np.uint8
+    with pytest.raises(TypeError, match="unsupported input/output types float32 -> uint8"):
+        resampled_dtype("resize", np.dtype(np.float32), DALIDataType.UINT8)
