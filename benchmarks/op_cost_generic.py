@@ -5,4 +5,9 @@ from op_cost import types_of
 CASES = {
     "cast": lambda fn, images: fn.cast(images, dtype=types_of(fn).FLOAT),
     "transpose": lambda fn, images: fn.transpose(images, perm=[2, 0, 1]),
+    "constant": lambda fn, images: fn.constant(fdata=[0.5] * 1000, shape=[10, 100]),
+    "zeros_like": lambda fn, images: fn.zeros_like(images),
+    "full_like": lambda fn, images: fn.full_like(images, fn.constant(idata=[1, 2, 3], dtype=types_of(fn).UINT8)),
+    "cast_like": lambda fn, images: fn.cast_like(images, fn.constant(fdata=0.0)),
+    "copy": lambda fn, images: fn.copy(images),
 }

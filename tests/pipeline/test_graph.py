@@ -534,6 +534,16 @@ DALI_ARGUMENT_INPUTS = {
     # DALI also takes pad_mode per sample; jaxdali takes it as a constant only.
     "decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
     "experimental.decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
+    # generic operators
+    "constant": set(),
+    "full": {"shape"},
+    "zeros": {"shape"},
+    "ones": {"shape"},
+    "full_like": set(),
+    "zeros_like": set(),
+    "ones_like": set(),
+    "cast_like": set(),
+    "copy": set(),
 }
 
 
@@ -659,6 +669,10 @@ ARGUMENT_INPUT_CASES = [
     ("readers.numpy", None, "", NPY, "rel_roi_start", [0.5, 0.25], [0.0, 0.0], F32),
     ("readers.numpy", None, "", NPY, "rel_roi_end", [0.5, 0.5], [1.0, 1.0], F32),
     ("readers.numpy", None, "", NPY, "rel_roi_shape", [0.5, 0.5], [0.25, 1.0], F32),
+    # generic operators
+    ("full", [1.5, 2.5], "", {}, "shape", [3, 2], [2, 2], I32),
+    ("zeros", None, "", {}, "shape", [2, 3], [3], I32),
+    ("ones", None, "", {}, "shape", [2, 3], [3], I32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
