@@ -10,4 +10,8 @@ CASES = {
     "full_like": lambda fn, images: fn.full_like(images, fn.constant(idata=[1, 2, 3], dtype=types_of(fn).UINT8)),
     "cast_like": lambda fn, images: fn.cast_like(images, fn.constant(fdata=0.0)),
     "copy": lambda fn, images: fn.copy(images),
+    "cat": lambda fn, images: fn.cat(images, images, axis=2),
+    "stack": lambda fn, images: fn.stack(images, images),
+    "expand_dims": lambda fn, images: fn.expand_dims(images, axes=[0], new_axis_names="F"),
+    "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

@@ -47,6 +47,8 @@ AWAITING_DIFFERENTIAL_TEST = {
 
 #: Deliberate differences from DALI, shown in the notes column.
 NOTES = {
+    "squeeze": "A negative axis is an error (DALI silently squeezes nothing); per-sample `axes` work (DALI 2.4 "
+               "refuses them at build time).",
     "random.coin_flip": "Counter-based generator: same distribution as DALI, different values.",
     "random.uniform": "Counter-based generator: same distribution as DALI, different values.",
     "random.normal": "Counter-based generator: same distribution as DALI, different values.",

@@ -11,7 +11,7 @@ pytest.importorskip("nvidia.dali")
 from tests.differential.twin import assert_same, photos, run, run_both  # noqa: E402
 
 COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_like", "ones_like", "cast_like",
-                     "copy")
+                     "copy", "cat", "stack", "squeeze", "expand_dims")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -20,6 +20,7 @@ INT16 = [rng.integers(-300, 300, s).astype(np.int16) for s in [(2, 3), (2, 3), (
 ROW3 = [np.array([1.5, 2.5, -3.5], np.float32)] * 3
 SCALARS = [np.array(v, np.float64) for v in (2.5, -1.0, 7.25)]
 UINT8_ONE = [np.zeros(1, np.uint8)] * 3
+UNIT_AXES = [np.ones((1, k, 1), np.int32) * k for k in (2, 3, 1)]
 SHAPES = [np.array(s, np.int32) for s in ([2, 3], [1, 4], [3, 3])]
 
 # (id, body(fn, types, *sources), feeds)
@@ -49,6 +50,18 @@ CASES = [
     ("cast_like_to_float", lambda f, t, x, y: f.cast_like(x, y), [INT16, FLOATS]),
     ("copy", lambda f, t, x: f.copy(x), [IMAGES]),
     ("copy_ragged", lambda f, t, x: f.copy(x), [(FLOATS, "AB")]),
+    ("cat", lambda f, t, x, y: f.cat(x, y), [(FLOATS, "AB"), FLOATS[::-1]]),
+    ("cat_axis1", lambda f, t, x, y: f.cat(x, y, x, axis=-1), [(FLOATS, "AB"), (FLOATS, "XY")]),
+    ("cat_images_channels", lambda f, t, x: f.cat(x, x, axis_name="C"), [IMAGES]),
+    ("cat_one", lambda f, t, x: f.cat(x, axis=1), [(FLOATS, "AB")]),
+    ("stack", lambda f, t, x, y: f.stack(x, y), [(FLOATS, "AB"), FLOATS]),
+    ("stack_last_named", lambda f, t, x, y: f.stack(x, y, axis=2, axis_name="Z"), [(FLOATS, "AB"), FLOATS]),
+    ("stack_negative", lambda f, t, x: f.stack(x, x, x, axis=-1), [IMAGES]),
+    ("squeeze_axes", lambda f, t, x: f.squeeze(x, axes=[2, 0]), [(UNIT_AXES, "ABC")]),
+    ("squeeze_names", lambda f, t, x: f.squeeze(x, axis_names="A"), [(UNIT_AXES, "ABC")]),
+    ("expand_dims", lambda f, t, x: f.expand_dims(x, axes=[0, 3], new_axis_names="XY"), [(FLOATS, "AB")]),
+    ("expand_dims_unnamed", lambda f, t, x: f.expand_dims(x, axes=[1]), [IMAGES]),
+    ("expand_dims_no_layout", lambda f, t, x: f.expand_dims(x, axes=[2, 0]), [FLOATS]),
 ]
 
 

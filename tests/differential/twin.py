@@ -59,17 +59,24 @@ def _pipeline(lib: str, body: Callable, feeds: Sequence[Any], seed: int, num_thr
     return pipe
 
 
+class Output(list):
+    """One output's samples over the batches run, and its layout."""
+
+    layout: str = ""
+
+
 def run(lib: str, body: Callable, feeds: Sequence[Any], *, seed: int = 7, num_threads: int = 2,
-        iterations: int = 1) -> list[list[np.ndarray]]:
+        iterations: int = 1) -> list[Output]:
     """The outputs of ``iterations`` batches of ``lib``'s pipeline: per output, the samples of every batch."""
     pipe = _pipeline(lib, body, feeds, seed, num_threads)
-    outputs: list[list[np.ndarray]] = []
+    outputs: list[Output] = []
     for _ in range(iterations):
         result = pipe.run()
         if not outputs:
-            outputs = [[] for _ in result]
+            outputs = [Output() for _ in result]
         for k, tl in enumerate(result):
             outputs[k] += [np.array(tl.at(i)) for i in range(len(tl))]
+            outputs[k].layout = tl.layout()
     return outputs
 
 
@@ -79,10 +86,12 @@ def run_both(body: Callable, feeds: Sequence[Any], **kwargs) -> tuple[list, list
 
 
 def assert_same(ours: list, theirs: list, atol: float = 0.0, what: str = "") -> None:
-    """Same number of outputs and samples, same shapes and dtypes, values within ``atol`` (exact when 0)."""
+    """Same number of outputs and samples, same layouts, shapes and dtypes, values within ``atol`` (exact
+    when 0)."""
     assert len(ours) == len(theirs), what
     for k, (a_out, b_out) in enumerate(zip(ours, theirs)):
         assert len(a_out) == len(b_out), (what, k)
+        assert getattr(a_out, "layout", "") == getattr(b_out, "layout", ""), (what, k, a_out.layout, b_out.layout)
         for i, (a, b) in enumerate(zip(a_out, b_out)):
             where = f"{what} output {k} sample {i}"
             assert a.shape == b.shape, (where, a.shape, b.shape)

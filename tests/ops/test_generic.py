@@ -40,6 +40,30 @@ ERRORS = [
     (lambda: fn.ones(shape=feed([2, -1], [1, 1])), r"fn.ones: argument 'shape' must not have negative extents.*sample 0"),
     (lambda: fn.full_like(feed(np.zeros((2, 2)), np.zeros((2, 3))), feed([1, 2, 3], [1, 2, 3])),
      r"fn.full_like: fill_value of shape \[3\] cannot be broadcast to the shape \[2, 2\] \(sample 0\)"),
+    (lambda: fn.cat(feed(np.zeros((2, 3)), np.zeros((2, 3))), feed(np.zeros((2, 4)), np.zeros((2, 3)))),
+     r"fn.cat: the inputs may differ only in the axis 0; sample 0 has shape \[2, 3\] in input 0 and \[2, 4\]"),
+    (lambda: fn.cat(feed(np.zeros((2, 3)), np.zeros((2, 3))), feed(np.zeros((2, 3), np.int32), np.zeros((2, 3), np.int32))),
+     r"fn.cat: all inputs must have the same type and number of dimensions; input 0: float64, 2-D, input 1: int32"),
+    (lambda: fn.cat(feed(np.zeros((2, 3)), np.zeros((2, 3))), axis=2),
+     r"fn.cat: argument 'axis' is 2 for 2-D inputs; accepted range is \[-2, 1\]"),
+    (lambda: fn.cat(feed(np.zeros((2, 3)), np.zeros((2, 3)), layout="AB"), axis_name="C"),
+     r"fn.cat: argument 'axis_name' is 'C', but the input layout is 'AB'"),
+    (lambda: fn.stack(feed(np.zeros((2, 3)), np.zeros((2, 3))), feed(np.zeros((3, 2)), np.zeros((2, 3)))),
+     r"fn.stack: the inputs must have equal shapes; sample 0 has shape \[2, 3\] in input 0 and \[3, 2\]"),
+    (lambda: fn.stack(feed(np.zeros((2, 3)), np.zeros((2, 3))), axis=-4),
+     r"fn.stack: argument 'axis' is -4 for 2-D inputs; accepted range is \[-3, 2\]"),
+    (lambda: fn.squeeze(feed(np.zeros((1, 3)), np.zeros((1, 3)))), "fn.squeeze: give exactly one of 'axes' and 'axis_names'"),
+    (lambda: fn.squeeze(feed(np.zeros((1, 3)), np.zeros((1, 3))), axes=[1]),
+     r"fn.squeeze: axis 1 of sample 0 has extent 3, not 1 \(shape \[1, 3\]\)"),
+    (lambda: fn.squeeze(feed(np.zeros((1, 3)), np.zeros((1, 3))), axes=[-1]), "fn.squeeze: axis -1 in 'axes' is out of range"),
+    (lambda: fn.squeeze(feed(np.zeros((1, 3)), np.zeros((1, 3)), layout="AB"), axis_names="C"),
+     "fn.squeeze: 'axis_names' 'C' are not all in the layout 'AB'"),
+    (lambda: fn.expand_dims(feed(np.zeros(3), np.zeros(3)), axes=[0, 0]), "fn.expand_dims: argument 'axes' has a duplicated"),
+    (lambda: fn.expand_dims(feed(np.zeros(3), np.zeros(3)), axes=[3]), "fn.expand_dims: axis 3 is out of range for 1-D"),
+    (lambda: fn.expand_dims(feed(np.zeros(3), np.zeros(3)), axes=[0], new_axis_names="X"),
+     "fn.expand_dims: 'new_axis_names' needs an input with a layout"),
+    (lambda: fn.expand_dims(feed(np.zeros(3), np.zeros(3), layout="A"), axes=[0], new_axis_names="XY"),
+     "fn.expand_dims: 'new_axis_names' 'XY' must name each of the 1 new axes"),
 ]
 
 
@@ -52,11 +76,25 @@ def test_bad_arguments_raise_naming_the_operator(make, message):
 @pytest.mark.parametrize("make", [
     lambda x: fn.cast_like(x, fn.constant(idata=[0], dtype=types.UINT8)),
     lambda x: fn.copy(x),
+    lambda x: fn.cat(x, x, axis=1),
+    lambda x: fn.stack(x, x, axis=-1, axis_name="Z"),
+    lambda x: fn.expand_dims(x, axes=[0, 2], new_axis_names="XY"),
+    lambda x: fn.squeeze(fn.expand_dims(x, axes=[1]), axes=[1]),
+    lambda x: fn.squeeze(fn.expand_dims(x, axes=[1], new_axis_names="X"), axis_names="X"),
 ])
-def test_device_placement_gives_the_host_values(make):
+def test_device_placement_gives_the_host_values_and_layout(make):
     data = [np.array([[-3.5, 2.5], [300.2, 0.49]], np.float32), np.array([[7.0, -0.5], [1e9, 254.5]], np.float32)]
-    host, device = run(lambda: (make(feed(*data)), make(feed(*data).gpu())), device_id=0)
-    for a, b in zip(host, device):
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=0, seed=7, prefetch_queue_depth=1)
+    def pipe():
+        return make(feed(*data, layout="AB")), make(feed(*data, layout="AB").gpu())
+
+    p = pipe()
+    host, device = p.run()
+    p.close()
+    assert host.layout() == device.layout()
+    for i in range(2):
+        a, b = np.asarray(host.at(i)), np.asarray(device.as_cpu().at(i))
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 

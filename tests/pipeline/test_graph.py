@@ -544,6 +544,10 @@ DALI_ARGUMENT_INPUTS = {
     "ones_like": set(),
     "cast_like": set(),
     "copy": set(),
+    "cat": set(),
+    "stack": set(),
+    "squeeze": {"axes"},
+    "expand_dims": set(),
 }
 
 
@@ -673,6 +677,7 @@ ARGUMENT_INPUT_CASES = [
     ("full", [1.5, 2.5], "", {}, "shape", [3, 2], [2, 2], I32),
     ("zeros", None, "", {}, "shape", [2, 3], [3], I32),
     ("ones", None, "", {}, "shape", [2, 3], [3], I32),
+    ("squeeze", VOL[:1, :, :1], "DHWC", {}, "axes", [0, 2], [0], I32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
