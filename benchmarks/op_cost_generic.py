@@ -13,5 +13,9 @@ CASES = {
     "cat": lambda fn, images: fn.cat(images, images, axis=2),
     "stack": lambda fn, images: fn.stack(images, images),
     "expand_dims": lambda fn, images: fn.expand_dims(images, axes=[0], new_axis_names="F"),
+    "reductions.sum": lambda fn, images: fn.reductions.sum(images, axes=[0, 1]),
+    "reductions.mean": lambda fn, images: fn.reductions.mean(images, axes=[0, 1]),
+    "reductions.max": lambda fn, images: fn.reductions.max(images),
+    "reductions.std_dev": lambda fn, images: fn.reductions.std_dev(images, fn.reductions.mean(images)),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

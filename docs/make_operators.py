@@ -47,6 +47,12 @@ AWAITING_DIFFERENTIAL_TEST = {
 
 #: Deliberate differences from DALI, shown in the notes column.
 NOTES = {
+    "reductions.mean": "An integer `dtype` gives the truncated true mean; DALI accumulates in that type and "
+                       "wraps around when the sum overflows it.",
+    "reductions.rms": "An integer `dtype` gives the truncated true value; DALI accumulates the squares in that "
+                      "type and wraps around.",
+    "reductions.std_dev": "The mean must have the reduced shape (DALI reads its first element when it does not).",
+    "reductions.variance": "The mean must have the reduced shape (DALI reads its first element when it does not).",
     "squeeze": "A negative axis is an error (DALI silently squeezes nothing); per-sample `axes` work (DALI 2.4 "
                "refuses them at build time).",
     "random.coin_flip": "Counter-based generator: same distribution as DALI, different values.",
@@ -111,6 +117,14 @@ def public_registry() -> dict:
     return {name: schema for name, schema in registry().items() if not name.startswith("_")}
 
 
+def _devices(schema) -> str:
+    """The devices column: ``gpu (host)`` when the device placement runs the host implementation."""
+    if schema is None:
+        return ""
+    on_host = getattr(schema.impl, "run_jax", None) is None
+    return ", ".join("gpu (host)" if d == "gpu" and on_host else d for d in schema.devices)
+
+
 def render() -> str:
     """The text of docs/operators.md."""
     dali = json.loads(DALI_LIST.read_text())
@@ -129,7 +143,8 @@ def render() -> str:
         "",
         "* **DALI**: `yes` for a public DALI operator, `alias of X` for a legacy name DALI keeps for X, "
         "`no` for jaxdali's own operators.",
-        "* **devices**: the `device=` values jaxdali accepts (`gpu` is the JAX device stage).",
+        "* **devices**: the `device=` values jaxdali accepts (`gpu` is the JAX device stage; `gpu (host)`: accepted, "
+        "computed by the host implementation, the result placed on the device).",
         "* **checked against DALI in**: the differential test module under `tests/differential/`.",
         "",
         "| operator | DALI | jaxdali | devices | checked against DALI in | notes |",
@@ -143,8 +158,7 @@ def render() -> str:
         note = NOTES.get(name, NOT_IN_DALI.get(name, ""))
         if name in AWAITING_DIFFERENTIAL_TEST:
             note = f"Not yet checked against DALI (own tests: `{AWAITING_DIFFERENTIAL_TEST[name]}`). {note}".strip()
-        lines.append(f"| `{name}` | {in_dali} | {'yes' if schema else '-'} | "
-                     f"{', '.join(schema.devices) if schema else ''} | {tests} | {note} |")
+        lines.append(f"| `{name}` | {in_dali} | {'yes' if schema else '-'} | {_devices(schema)} | {tests} | {note} |")
     return "\n".join(lines) + "\n"
 
 

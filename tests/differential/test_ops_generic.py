@@ -11,7 +11,9 @@ pytest.importorskip("nvidia.dali")
 from tests.differential.twin import assert_same, photos, run, run_both  # noqa: E402
 
 COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_like", "ones_like", "cast_like",
-                     "copy", "cat", "stack", "squeeze", "expand_dims")
+                     "copy", "cat", "stack", "squeeze", "expand_dims",
+                     "reductions.sum", "reductions.mean", "reductions.mean_square", "reductions.rms", "reductions.min",
+                     "reductions.max", "reductions.variance", "reductions.std_dev")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -99,3 +101,49 @@ def _layouts_of(pipeline_def, fn, body, feeds):
 def test_layouts_match_dali(body):
     feeds = [(FLOATS, "AB"), (INT16, "XY")]
     assert _layouts("jaxdali", body, feeds) == _layouts("dali", body, feeds)
+
+
+U8 = [rng.integers(0, 256, s).astype(np.uint8) for s in [(5, 7, 3), (4, 6, 3), (1, 2, 3)]]
+SMALL_U8 = [rng.integers(0, 6, s).astype(np.uint8) for s in [(2, 3, 3), (3, 2, 3), (1, 2, 3)]]
+I32 = [rng.integers(-10**6, 10**6, s).astype(np.int32) for s in [(3, 4), (5, 4), (2, 4)]]
+EMPTY = [np.zeros((0, 3), np.float32), np.ones((2, 3), np.float32), np.zeros((0, 3), np.float32)]
+REDUCTION_CASES = [
+    ("sum_u8", lambda f, t, x: f.reductions.sum(x), [(U8, "HWC")], 0),
+    ("sum_u8_axes_keep", lambda f, t, x: f.reductions.sum(x, axes=[0, 1], keep_dims=True), [(U8, "HWC")], 0),
+    ("sum_u8_wraps", lambda f, t, x: f.reductions.sum(x, axis_names="HW", dtype=t.UINT8), [(U8, "HWC")], 0),
+    ("sum_u8_float", lambda f, t, x: f.reductions.sum(x, axes=[-1], dtype=t.FLOAT), [(U8, "HWC")], 0),
+    ("sum_i32", lambda f, t, x: f.reductions.sum(x, axes=[1]), [(I32, "AB")], 0),
+    ("sum_f32", lambda f, t, x: f.reductions.sum(x, axes=[0]), [(FLOATS, "AB")], 1e-6),
+    ("sum_empty", lambda f, t, x: f.reductions.sum(x, axes=[0]), [EMPTY], 0),
+    ("mean_u8", lambda f, t, x: f.reductions.mean(x, axis_names="C"), [(U8, "HWC")], 1e-6),
+    # DALI accumulates in the output type: compare where the sums fit in it (see NOTES in make_operators)
+    ("mean_u8_truncated", lambda f, t, x: f.reductions.mean(x, axes=[0, 1], dtype=t.UINT8), [(SMALL_U8, "HWC")], 0),
+    ("rms_u8_truncated", lambda f, t, x: f.reductions.rms(x, axes=[0], dtype=t.UINT8), [(SMALL_U8, "HWC")], 0),
+    ("mean_f32", lambda f, t, x: f.reductions.mean(x), [(FLOATS, "AB")], 1e-6),
+    ("mean_i32_none", lambda f, t, x: f.reductions.mean(x, axes=[]), [(I32, "AB")], 1e-6),
+    ("mean_square_u8", lambda f, t, x: f.reductions.mean_square(x, axes=[1]), [(U8, "HWC")], 1e-6),
+    ("mean_square_u8_int", lambda f, t, x: f.reductions.mean_square(x, dtype=t.UINT64), [(U8, "HWC")], 0),
+    ("rms_f32", lambda f, t, x: f.reductions.rms(x, axes=[1], keep_dims=True), [(FLOATS, "AB")], 1e-6),
+    ("min_u8", lambda f, t, x: f.reductions.min(x, axes=[0, 1]), [(U8, "HWC")], 0),
+    ("max_i32", lambda f, t, x: f.reductions.max(x, axes=[0]), [(I32, "AB")], 0),
+    ("min_max_empty", lambda f, t, x: (f.reductions.min(x, axes=[0]), f.reductions.max(x, axes=[0])), [EMPTY], 0),
+    ("variance", lambda f, t, x: f.reductions.variance(x, f.reductions.mean(x, axes=[0, 1]), axes=[0, 1]),
+     [(U8, "HWC")], 1e-6),
+    ("std_dev_ddof_keep", lambda f, t, x: f.reductions.std_dev(x, f.reductions.mean(x, axes=1, keep_dims=True),
+                                                                axes=1, ddof=1, keep_dims=True), [(FLOATS, "AB")], 1e-6),
+]
+
+
+@pytest.mark.parametrize("body,feeds,rtol", [c[1:] for c in REDUCTION_CASES], ids=[c[0] for c in REDUCTION_CASES])
+def test_reductions_match_dali(body, feeds, rtol):
+    """Bit-exact for integers; float results within ``rtol`` relative (jaxdali accumulates in float64,
+    DALI in float32)."""
+    ours, theirs = run_both(body, feeds)
+    if rtol == 0:
+        assert_same(ours, theirs)
+        return
+    for a_out, b_out in zip(ours, theirs):
+        assert a_out.layout == b_out.layout
+        for a, b in zip(a_out, b_out):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-5)

@@ -548,6 +548,8 @@ DALI_ARGUMENT_INPUTS = {
     "stack": set(),
     "squeeze": {"axes"},
     "expand_dims": set(),
+    **{f"reductions.{kind}": set() for kind in ("sum", "mean", "mean_square", "rms", "min", "max", "variance",
+                                                  "std_dev")},
 }
 
 

@@ -1,3 +1,3 @@
 """DALI's generic operators: constants, tensor plumbing, reductions, Python functions, file reads."""
 
-from jaxdali.ops.generic import constants, conversions, dims, joining  # noqa: F401
+from jaxdali.ops.generic import constants, conversions, dims, joining, reductions  # noqa: F401
