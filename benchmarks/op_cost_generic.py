@@ -17,5 +17,11 @@ CASES = {
     "reductions.mean": lambda fn, images: fn.reductions.mean(images, axes=[0, 1]),
     "reductions.max": lambda fn, images: fn.reductions.max(images),
     "reductions.std_dev": lambda fn, images: fn.reductions.std_dev(images, fn.reductions.mean(images)),
+    "shapes": lambda fn, images: fn.shapes(images),
+    "lookup_table": lambda fn, images: fn.lookup_table(images, keys=list(range(0, 256, 2)), values=[1.0] * 128),
+    "reinterpret": lambda fn, images: fn.reinterpret(images, rel_shape=[0.5, 2, 1]),
+    "element_extract": lambda fn, images: fn.element_extract(images, element_map=[0, 100]),
+    "sequence_rearrange": lambda fn, images: fn.sequence_rearrange(images, new_order=list(range(374, -1, -1))),
+    "permute_batch": lambda fn, images: fn.permute_batch(images, indices=list(range(31, -1, -1))),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

@@ -47,6 +47,9 @@ AWAITING_DIFFERENTIAL_TEST = {
 
 #: Deliberate differences from DALI, shown in the notes column.
 NOTES = {
+    "permute_batch": "A one-entry constant `indices` applies to every sample.",
+    "per_frame": "Sets the layout only: jaxdali's operators do not yet apply per-frame argument inputs.",
+    "batch_permutation": "Counter-based generator: same kind of permutation as DALI, different values.",
     "reductions.mean": "An integer `dtype` gives the truncated true mean; DALI accumulates in that type and "
                        "wraps around when the sum overflows it.",
     "reductions.rms": "An integer `dtype` gives the truncated true value; DALI accumulates the squares in that "

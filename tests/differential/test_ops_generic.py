@@ -13,7 +13,9 @@ from tests.differential.twin import assert_same, photos, run, run_both  # noqa: 
 COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_like", "ones_like", "cast_like",
                      "copy", "cat", "stack", "squeeze", "expand_dims",
                      "reductions.sum", "reductions.mean", "reductions.mean_square", "reductions.rms", "reductions.min",
-                     "reductions.max", "reductions.variance", "reductions.std_dev")
+                     "reductions.max", "reductions.variance", "reductions.std_dev",
+                     "shapes", "element_extract", "sequence_rearrange", "per_frame", "lookup_table", "reinterpret",
+                     "get_property", "permute_batch", "batch_permutation")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -23,6 +25,9 @@ ROW3 = [np.array([1.5, 2.5, -3.5], np.float32)] * 3
 SCALARS = [np.array(v, np.float64) for v in (2.5, -1.0, 7.25)]
 UINT8_ONE = [np.zeros(1, np.uint8)] * 3
 UNIT_AXES = [np.ones((1, k, 1), np.int32) * k for k in (2, 3, 1)]
+U8_EVEN = [rng.integers(0, 256, s).astype(np.uint8) for s in [(4, 6), (2, 8), (6, 2)]]
+FLAT_SHAPES = [np.array([-1, 5], np.int32)] * 3
+INDICES = [np.array(v, np.int32) for v in (1, 1, 0)]
 SHAPES = [np.array(s, np.int32) for s in ([2, 3], [1, 4], [3, 3])]
 
 # (id, body(fn, types, *sources), feeds)
@@ -101,6 +106,62 @@ def _layouts_of(pipeline_def, fn, body, feeds):
 def test_layouts_match_dali(body):
     feeds = [(FLOATS, "AB"), (INT16, "XY")]
     assert _layouts("jaxdali", body, feeds) == _layouts("dali", body, feeds)
+
+
+SEQ = [rng.integers(0, 256, s).astype(np.uint8) for s in [(4, 2, 3), (3, 2, 3), (5, 2, 3)]]
+KEYS = [np.array(v, np.int32) for v in ([0, 1, 2, 5, -1, 70000], [5, 5, 2], [3])]
+ORDERS = [np.array(v, np.int32) for v in ([2, 0, 0], [1], [4, 3, 2, 1, 0])]
+PLUMBING_CASES = [
+    ("shapes", lambda f, t, x: f.shapes(x), [(SEQ, "FHW")]),
+    ("shapes_float", lambda f, t, x: f.shapes(x, dtype=t.FLOAT), [(FLOATS, "AB")]),
+    ("element_extract", lambda f, t, x: f.element_extract(x, element_map=[0, 2]), [(SEQ, "FHW")]),
+    ("element_extract_one", lambda f, t, x: f.element_extract(x, element_map=[1]), [(SEQ, "FHW")]),
+    ("sequence_rearrange", lambda f, t, x: f.sequence_rearrange(x, new_order=[2, 0, 0, 1]), [(SEQ, "FHW")]),
+    ("sequence_rearrange_per_sample", lambda f, t, x, o: f.sequence_rearrange(x, new_order=o), [(SEQ, "FHW"), ORDERS]),
+    ("per_frame", lambda f, t, x: f.per_frame(x), [(SEQ, "FHW")]),
+    ("per_frame_no_layout", lambda f, t, x: f.per_frame(x), [SEQ]),
+    ("per_frame_replace", lambda f, t, x: f.per_frame(x, replace=True), [(SEQ, "HWC")]),
+    ("lookup_table", lambda f, t, x: f.lookup_table(x, keys=[0, 2, 5], values=[0.5, 2.5, 5.5]), [KEYS]),
+    ("lookup_table_uint8", lambda f, t, x: f.lookup_table(x, keys=[0, 2, 5], values=[10, 20, 300.6], dtype=t.UINT8,
+                                                          default_value=-7.4), [KEYS]),
+    ("lookup_table_from_uint8", lambda f, t, x: f.lookup_table(x, keys=[0, 255, 7], values=[1, 2, 3], dtype=t.INT16),
+     [IMAGES]),
+    ("reinterpret_dtype", lambda f, t, x: f.reinterpret(x, dtype=t.INT16), [(U8_EVEN, "AB")]),
+    ("reinterpret_shape", lambda f, t, x: f.reinterpret(x, dtype=t.INT32, shape=[-1]), [(FLOATS, "AB")]),
+    ("reinterpret_rel_shape", lambda f, t, x: f.reinterpret(x, rel_shape=[2, 0.5], layout="XY"), [(U8_EVEN, "AB")]),
+    ("reinterpret_shape_input", lambda f, t, x, y: f.reinterpret(x, y), [(FLOATS, "AB"), FLAT_SHAPES]),
+    ("reinterpret_shape_node", lambda f, t, x, y: f.reinterpret(x, shape=y, dtype=t.INT32), [(FLOATS, "AB"),
+                                                                                             FLAT_SHAPES]),
+    ("get_property_layout", lambda f, t, x: f.get_property(x, key="layout"), [(FLOATS, "AB")]),
+    ("get_property_source_info", lambda f, t, x: f.get_property(x, key="source_info"), [(FLOATS, "AB")]),
+    ("permute_batch", lambda f, t, x: f.permute_batch(x, indices=[2, 0, 0]), [(FLOATS, "AB")]),
+    ("permute_batch_node", lambda f, t, x, i: f.permute_batch(x, indices=i), [(SEQ, "FHW"), INDICES]),
+]
+
+
+@pytest.mark.parametrize("body,feeds", [c[1:] for c in PLUMBING_CASES], ids=[c[0] for c in PLUMBING_CASES])
+def test_plumbing_matches_dali(body, feeds):
+    ours, theirs = run_both(body, feeds)
+    assert_same(ours, theirs)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"no_fixed_points": True}, {"allow_repetitions": True},
+                                    {"allow_repetitions": True, "no_fixed_points": True}])
+def test_batch_permutation_draws_what_dali_draws(kwargs):
+    """Random: the same kind of values (int32 scalars in range, a permutation unless repetitions are allowed,
+    no fixed points when asked), and different values from one iteration to the next."""
+    feeds = [[np.zeros(1, np.uint8)] * 8]
+    for lib in ("jaxdali", "dali"):
+        (perms,) = run(lib, lambda f, t, x: f.batch_permutation(**kwargs), feeds, iterations=6)
+        batches = [np.array(perms[k:k + 8]) for k in range(0, 48, 8)]
+        assert all(p.dtype == np.int32 and p.shape == (8,) for p in batches), lib
+        for p in batches:
+            assert ((p >= 0) & (p < 8)).all(), lib
+            if not kwargs.get("allow_repetitions"):
+                assert sorted(p.tolist()) == list(range(8)), lib
+            if kwargs.get("no_fixed_points"):
+                assert (p != np.arange(8)).all(), lib
+        assert len({tuple(p) for p in batches}) > 1, lib
 
 
 U8 = [rng.integers(0, 256, s).astype(np.uint8) for s in [(5, 7, 3), (4, 6, 3), (1, 2, 3)]]

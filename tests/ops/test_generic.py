@@ -82,6 +82,35 @@ ERRORS = [
     (lambda: fn.reductions.std_dev(feed(np.zeros((2, 3), np.uint8), np.zeros((2, 3), np.uint8)),
                                    feed(np.zeros((), np.int32), np.zeros((), np.int32))),
      r"fn.reductions.std_dev: the mean \(input 1\) must be float32, got int32"),
+    (lambda: fn.element_extract(feed(np.zeros((3, 2)), np.zeros((2, 2)), layout="FX"), element_map=[2]),
+     r"fn.element_extract: element_map\[0\] = 2 is out of range for sample 1 with 2 frames"),
+    (lambda: fn.element_extract(feed(np.zeros((3, 2)), np.zeros((2, 2)), layout="HW"), element_map=[0]),
+     "fn.element_extract: the input must be a sequence: its layout must start with 'F', got 'HW'"),
+    (lambda: fn.sequence_rearrange(feed(np.zeros((3, 2)), np.zeros((2, 2))), new_order=[0, 2]),
+     r"fn.sequence_rearrange: new_order\[1\] = 2 is out of range for sample 1 with 2 frames"),
+    (lambda: fn.sequence_rearrange(feed(np.zeros((3, 2)), np.zeros((2, 2))), new_order=[]),
+     "fn.sequence_rearrange: 'new_order' of sample 0 is empty"),
+    (lambda: fn.per_frame(feed(np.zeros((3, 2)), np.zeros((2, 2)), layout="HW")),
+     "fn.per_frame: the input layout 'HW' does not start with 'F'; pass replace=True"),
+    (lambda: fn.lookup_table(feed(np.zeros(3, np.int32), np.zeros(3, np.int32)), keys=[1, 2], values=[1.0]),
+     "fn.lookup_table: 'keys' has 2 entries and 'values' 1"),
+    (lambda: fn.lookup_table(feed(np.zeros(3, np.int32), np.zeros(3, np.int32)), keys=[70000], values=[1.0]),
+     r"fn.lookup_table: 'keys' must be in \[0, 65535\]"),
+    (lambda: fn.lookup_table(feed(np.zeros(3, np.float32), np.zeros(3, np.float32)), keys=[1], values=[1.0]),
+     "fn.lookup_table: the input must be of an integer type, got float32"),
+    (lambda: fn.reinterpret(feed(np.zeros(3, np.uint8), np.zeros(3, np.uint8)), dtype=types.INT16),
+     r"fn.reinterpret: the innermost extent of sample 0 \(\(3,\) x 1 bytes\) is not a multiple of the size of int16"),
+    (lambda: fn.reinterpret(feed(np.zeros(6, np.uint8), np.zeros(6, np.uint8)), shape=[4]),
+     r"fn.reinterpret: sample 0 has 6 bytes, the shape \[4\] of uint8 needs 4"),
+    (lambda: fn.reinterpret(feed(np.zeros(6, np.uint8), np.zeros(6, np.uint8)), shape=[4], rel_shape=[1.0]),
+     "fn.reinterpret: give at most one of 'shape', 'rel_shape' and 'src_dims'"),
+    (lambda: fn.get_property(feed(np.zeros(6), np.zeros(6)), key="size"), "fn.get_property: argument 'key' must be one of"),
+    (lambda: fn.permute_batch(feed(np.zeros(6), np.zeros(6)), indices=[0, 2]),
+     r"fn.permute_batch: indices\[1\] = 2 is not a sample of the batch of 2"),
+    (lambda: fn.permute_batch(feed(np.zeros(6), np.zeros(6)), indices=[0, 1, 0]),
+     "fn.permute_batch: 'indices' has 3 entries for a batch of 2"),
+    (lambda: fn.permute_batch(feed(np.zeros(6), np.zeros(6)), indices=feed([0, 1], [1, 0])),
+     "fn.permute_batch: argument input 'indices' must have samples of shape"),
 ]
 
 
@@ -119,3 +148,41 @@ def test_device_placement_gives_the_host_values_and_layout(make):
 def test_constant_on_the_device():
     (out,) = run(lambda: fn.constant(fdata=[1.0, 2.0], device="gpu"), device_id=0)
     assert [o.tolist() for o in out] == [[1.0, 2.0], [1.0, 2.0]]
+
+
+def test_permute_batch_moves_the_source_info_with_the_samples(tmp_path):
+    for k in range(3):
+        (tmp_path / f"{k}.bin").write_bytes(bytes([k]))
+    files = [str(tmp_path / f"{k}.bin") for k in range(3)]
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=7)
+    def pipe():
+        data, _ = fn.readers.file(files=files)
+        moved = fn.permute_batch(data, indices=[2, 0, 0])
+        return moved, fn.get_property(moved, key="source_info")
+
+    p = pipe()
+    moved, info = p.run()
+    p.close()
+    assert [int(moved.at(i)[0]) for i in range(3)] == [2, 0, 0]
+    assert [bytes(info.at(i)).decode() for i in range(3)] == [files[2], files[0], files[0]]
+
+
+def test_batch_permutation_is_deterministic_and_resumes():
+    def make(**kwargs):
+        @pipeline_def(batch_size=6, num_threads=1, device_id=None, seed=11, enable_checkpointing=True, **kwargs)
+        def pipe():
+            return fn.batch_permutation(no_fixed_points=True)
+
+        return pipe()
+
+    def batches(p, count):
+        return [np.asarray(p.run()[0].as_array()).tolist() for _ in range(count)]
+
+    first = make()
+    head = batches(first, 3)
+    checkpoint = first.checkpoint()
+    tail = batches(first, 2)
+    assert batches(make(), 3) == head
+    assert batches(make(checkpoint=checkpoint), 2) == tail
+    assert len({tuple(r) for r in head + tail}) > 1

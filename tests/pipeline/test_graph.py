@@ -550,6 +550,15 @@ DALI_ARGUMENT_INPUTS = {
     "expand_dims": set(),
     **{f"reductions.{kind}": set() for kind in ("sum", "mean", "mean_square", "rms", "min", "max", "variance",
                                                   "std_dev")},
+    "shapes": set(),
+    "get_property": set(),
+    "reinterpret": {"shape", "rel_shape", "src_dims"},
+    "lookup_table": set(),
+    "element_extract": set(),
+    "sequence_rearrange": {"new_order"},
+    "per_frame": set(),
+    "permute_batch": {"indices"},
+    "batch_permutation": set(),
 }
 
 
@@ -680,6 +689,11 @@ ARGUMENT_INPUT_CASES = [
     ("zeros", None, "", {}, "shape", [2, 3], [3], I32),
     ("ones", None, "", {}, "shape", [2, 3], [3], I32),
     ("squeeze", VOL[:1, :, :1], "DHWC", {}, "axes", [0, 2], [0], I32),
+    ("reinterpret", IMG, "HWC", {}, "shape", [8, 6, 3], [3, 16, 3], I32),
+    ("reinterpret", IMG, "HWC", {}, "rel_shape", [0.5, 2, 1], [2, 0.5, 1], F32),
+    ("reinterpret", IMG, "HWC", {}, "src_dims", [1, 0, 2], [0, -1, 1, 2], I32),
+    ("sequence_rearrange", VOL, "FHWC", {}, "new_order", [3, 0, 0], [1, 2], I32),
+    ("permute_batch", (IMG, IMG[::-1]), "HWC", {}, "indices", 1, 0, I32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
@@ -710,7 +724,8 @@ def test_argument_given_as_a_node_equals_the_constant(op, data, layout, fixed, a
     seeded = {"seed": 5} if op.startswith("random") else {}
 
     def graph():
-        inputs = [] if data is None else [data if isinstance(data, list) else source(data, data, layout=layout)]
+        samples = data if isinstance(data, tuple) else (data, data)  # a tuple: two different samples
+        inputs = [] if data is None else [data if isinstance(data, list) else source(*samples, layout=layout)]
         node = fn.external_source(source=lambda: [np.asarray(value, dtype)] * 2)
         with_node = func(*inputs, **fixed, **seeded, **{arg: node})
         with_constant = func(*inputs, **fixed, **seeded, **{arg: value})

@@ -1,4 +1,4 @@
-"""Type and value conversions: ``cast_like``, ``copy``, ``reinterpret``, ``lookup_table``."""
+"""Type and value conversions: ``cast_like``, ``copy``, ``lookup_table``."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import numpy as np
 
 from jaxdali.ops.geometry import convert
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.schema import OpSchema, register
+from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.types import DALIDataType, to_numpy_type
 
-__all__ = ["CAST_LIKE", "COPY"]
+__all__ = ["CAST_LIKE", "COPY", "LOOKUP_TABLE"]
 
 
 def _jnp():
@@ -69,3 +70,59 @@ CAST_LIKE = register(OpSchema(
 
 COPY = register(OpSchema(
     name="copy", impl=Copy, devices=("cpu", "gpu"), doc="Copies the input."))
+
+
+class LookupTable(Operator):
+    """Maps integer keys to values: ``values[k]`` where ``keys[k]`` equals the input, else ``default_value``."""
+
+    max_key = 65535
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        keys, values = self.args["keys"], self.args["values"]
+        if len(keys) != len(values):
+            raise OpArgumentError(f"fn.lookup_table: 'keys' has {len(keys)} entries and 'values' {len(values)}; "
+                                  "they must match")
+        if keys and (min(keys) < 0 or max(keys) > self.max_key):
+            raise OpArgumentError(f"fn.lookup_table: 'keys' must be in [0, {self.max_key}], got {list(keys)}")
+        dtype = np.dtype(to_numpy_type(self.args["dtype"]))
+        table = np.full(max(keys, default=-1) + 2, self.args["default_value"], np.float64)
+        table[list(keys)] = values
+        self._table = convert(table, dtype)  # the last entry is the default, for keys outside the table
+
+    def run(self, ctx, inputs, args):
+        (x,) = inputs
+        if x.np_dtype.kind not in "iu":
+            raise OpArgumentError(f"fn.lookup_table: the input must be of an integer type, got {x.np_dtype}")
+        table, last = self._table, len(self._table) - 1
+        direct = x.np_dtype.kind == "u" and x.np_dtype.itemsize <= 2  # every value indexes a full-size table
+        if direct:
+            table = np.concatenate([table, np.repeat(table[-1:], max(0, (1 << 8 * x.np_dtype.itemsize) - last))])
+        samples = x.samples()
+        out: list = [None] * len(samples)
+
+        def work(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                s = samples[i]
+                out[i] = table[s] if direct else table[np.where((s >= 0) & (s < last), s, last)]
+
+        ctx.parallel_for(work, len(samples))
+        return TensorListCPU(out, x.layout())
+
+    def run_jax(self, inputs, args):
+        jnp = _jnp()
+        (x,) = inputs
+        last = len(self._table) - 1
+        index = jnp.where((x >= 0) & (x < last), x, last)
+        return [jnp.asarray(self._table)[index]]
+
+
+LOOKUP_TABLE = register(OpSchema(
+    name="lookup_table", impl=LookupTable, devices=("cpu", "gpu"),
+    doc="Maps integer inputs through a table: an input equal to `keys[k]` becomes `values[k]` (converted to "
+        "`dtype` with rounding and saturation), any other input `default_value`.",
+    args=(Arg("keys", "ints", (), "Input values to map, in [0, 65535]."),
+          Arg("values", "floats", (), "The value of each key."),
+          Arg("default_value", "float", 0.0, "The value of inputs that are not keys."),
+          Arg("dtype", "dtype", DALIDataType.FLOAT, "Output type.")),
+    rejected={"output_dtype": "deprecated alias of 'dtype'; use dtype"}))
