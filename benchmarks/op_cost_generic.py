@@ -23,6 +23,6 @@ CASES = {
     "element_extract": lambda fn, images: fn.element_extract(fn.per_frame(images, replace=True), element_map=[0, 50]),
     "sequence_rearrange": lambda fn, images: fn.sequence_rearrange(fn.per_frame(images, replace=True),
                                                                    new_order=list(range(59, -1, -1))),
-    "permute_batch": lambda fn, images: fn.permute_batch(images, indices=list(range(31, -1, -1))),
+    "permute_batch": lambda fn, images: fn.permute_batch(images, indices=fn.batch_permutation()),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }
