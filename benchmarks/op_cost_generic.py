@@ -24,5 +24,7 @@ CASES = {
     "sequence_rearrange": lambda fn, images: fn.sequence_rearrange(fn.per_frame(images, replace=True),
                                                                    new_order=list(range(59, -1, -1))),
     "permute_batch": lambda fn, images: fn.permute_batch(images, indices=fn.batch_permutation()),
+    "random.beta": lambda fn, images: fn.random.beta(alpha=2.0, beta=0.5, shape=[1000]),
+    "random.uniform": lambda fn, images: fn.random.uniform(range=[0.0, 1.0], shape=[1000]),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

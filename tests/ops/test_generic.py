@@ -109,6 +109,10 @@ ERRORS = [
      r"fn.permute_batch: indices\[1\] = 2 is not a sample of the batch of 2"),
     (lambda: fn.permute_batch(feed(np.zeros(6), np.zeros(6)), indices=[0, 1, 0]),
      "fn.permute_batch: 'indices' has 3 entries for a batch of 2"),
+    (lambda: fn.random.beta(alpha=0.0), "fn.random.beta: 'alpha' must be a positive finite number, got 0 for sample 0"),
+    (lambda: fn.random.beta(beta=feed(np.float32(1), np.float32(-2))),
+     "fn.random.beta: 'beta' must be a positive finite number, got -2 for sample 1"),
+    (lambda: fn.random.beta(dtype=types.INT32), "fn.random.beta: argument 'dtype' must be FLOAT or FLOAT64"),
 ]
 
 
@@ -189,3 +193,34 @@ def test_batch_permutation_is_deterministic_and_resumes():
 def test_permute_batch_takes_one_index_per_sample():
     with pytest.raises(ValueError, match="fn.permute_batch: argument input 'indices' must have samples of shape"):
         run(lambda: fn.permute_batch(feed(np.zeros(6), np.zeros(6)), indices=feed([0, 1], [1, 0])))
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: fn.random.coin_flip(probability=0.3, shape=[50], **kw),
+    lambda **kw: fn.random.uniform(range=[2.0, 3.0], shape=[50], **kw),
+    lambda **kw: fn.random.normal(mean=1.0, shape=[50], **kw),
+])
+def test_random_operators_run_on_the_device_with_the_host_values(make):
+    @pipeline_def(batch_size=3, num_threads=1, device_id=0, seed=7)
+    def pipe():
+        return make(seed=5), make(seed=5, device="gpu")
+
+    p = pipe()
+    host, device = p.run()
+    p.close()
+    assert type(device).__name__ == "TensorListGPU"
+    assert np.array_equal(host.as_array(), np.asarray(device.as_cpu().as_array()))
+
+
+def test_beta_is_deterministic_and_follows_alpha_and_beta_per_sample():
+    alphas = [np.float32(a) for a in (0.5, 2.0, 8.0)]
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=7)
+    def pipe():
+        return fn.random.beta(alpha=feed(*alphas), beta=2.0, shape=[4000])
+
+    first, second = pipe().run()[0], pipe().run()[0]
+    means = [float(np.asarray(first.at(i)).mean()) for i in range(3)]
+    assert np.array_equal(first.as_array(), second.as_array())
+    assert np.allclose(means, [a / (a + 2.0) for a in (0.5, 2.0, 8.0)], atol=0.02)
+    assert all(((np.asarray(first.at(i)) >= 0) & (np.asarray(first.at(i)) <= 1)).all() for i in range(3))

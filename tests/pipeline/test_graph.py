@@ -559,6 +559,7 @@ DALI_ARGUMENT_INPUTS = {
     "per_frame": set(),
     "permute_batch": {"indices"},
     "batch_permutation": set(),
+    "random.beta": {"alpha", "beta", "shape"},
 }
 
 
@@ -694,6 +695,9 @@ ARGUMENT_INPUT_CASES = [
     ("reinterpret", IMG, "HWC", {}, "src_dims", [1, 0, 2], [0, -1, 1, 2], I32),
     ("sequence_rearrange", VOL, "FHWC", {}, "new_order", [3, 0, 0], [1, 2], I32),
     ("permute_batch", (IMG, IMG[::-1]), "HWC", {}, "indices", 1, 0, I32),
+    ("random.beta", None, "", {"shape": [4]}, "alpha", 0.5, 3.0, F32),
+    ("random.beta", None, "", {"shape": [4]}, "beta", 0.5, 3.0, F32),
+    ("random.beta", None, "", {}, "shape", [5], [2], I32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
