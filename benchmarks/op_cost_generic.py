@@ -26,5 +26,7 @@ CASES = {
     "permute_batch": lambda fn, images: fn.permute_batch(images, indices=fn.batch_permutation()),
     "random.beta": lambda fn, images: fn.random.beta(alpha=2.0, beta=0.5, shape=[1000]),
     "random.uniform": lambda fn, images: fn.random.uniform(range=[0.0, 1.0], shape=[1000]),
+    "slice": lambda fn, images: fn.slice(images, rel_start=[0.1, 0.1], rel_shape=[0.8, 0.8]),
+    "slice_pad": lambda fn, images: fn.slice(images, start=[-10, -10], shape=[400, 520], out_of_bounds_policy="pad"),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

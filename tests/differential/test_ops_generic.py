@@ -15,7 +15,7 @@ COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_li
                      "reductions.sum", "reductions.mean", "reductions.mean_square", "reductions.rms", "reductions.min",
                      "reductions.max", "reductions.variance", "reductions.std_dev",
                      "shapes", "element_extract", "sequence_rearrange", "per_frame", "lookup_table", "reinterpret",
-                     "get_property", "permute_batch", "batch_permutation")
+                     "get_property", "permute_batch", "batch_permutation", "slice")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -208,3 +208,36 @@ def test_reductions_match_dali(body, feeds, rtol):
         for a, b in zip(a_out, b_out):
             assert a.shape == b.shape and a.dtype == b.dtype
             np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-5)
+
+
+GRID = [np.arange(60, dtype=np.float32).reshape(6, 10), np.arange(40, dtype=np.float32).reshape(4, 10)]
+REL_ANCHORS = [np.array([0.5, 0.1], np.float32), np.array([0.2, 0.25], np.float32)]
+REL_SHAPES = [np.array([0.5, 0.5], np.float32)] * 2
+ANCHORS = [np.array([1, 2], np.int32), np.array([3, 0], np.int32)]
+SIZES = [np.array([2, 3], np.int32), np.array([4, 2], np.int32)]
+SLICE_CASES = [
+    ("rel", lambda f, t, x: f.slice(x, rel_start=[0.1, 0.3], rel_shape=[0.5, 0.5]), [(GRID, "HW")]),
+    ("rel_end_axes", lambda f, t, x: f.slice(x, rel_start=[0.1, 0.3], rel_end=[0.5, 0.55], axes=[0, 1]),
+     [(GRID, "HW")]),
+    ("names", lambda f, t, x: f.slice(x, start=[1], end=[3], axis_names="H"), [(GRID, "HW")]),
+    ("default_axes_no_layout", lambda f, t, x: f.slice(x, start=[1, 0], shape=[2, 3]), [GRID]),
+    ("pad", lambda f, t, x: f.slice(x, start=[-2], shape=[5], axes=[1], out_of_bounds_policy="pad", fill_values=7),
+     [(GRID, "HW")]),
+    ("pad_channels", lambda f, t, x: f.slice(x, start=[-3, 15], shape=[40, 30], out_of_bounds_policy="pad",
+                                            fill_values=[1, 2, 3]), [IMAGES]),
+    ("trim", lambda f, t, x: f.slice(x, start=[-2], shape=[5], axes=[1], out_of_bounds_policy="trim_to_shape"),
+     [(GRID, "HW")]),
+    ("inputs_relative", lambda f, t, x, a, s: f.slice(x, a, s), [(GRID, "HW"), REL_ANCHORS, REL_SHAPES]),
+    ("inputs_absolute", lambda f, t, x, a, s: f.slice(x, a, s, normalized_anchor=False, normalized_shape=False),
+     [(GRID, "HW"), [np.array([1, 0], np.int32)] * 2, SIZES]),
+    ("per_sample_start", lambda f, t, x, a: f.slice(x, start=a, shape=[2, 2], axes=[1, 0]), [(GRID, "HW"), ANCHORS]),
+    ("image_window_dtype", lambda f, t, x: f.slice(x, rel_start=[0.25, 0.5], rel_shape=[0.5, 0.25],
+                                                  dtype=t.FLOAT), [IMAGES]),
+    ("rel_rounding", lambda f, t, x: f.slice(x, rel_start=[0.25], rel_shape=[0.5], axes=[0]), [(GRID, "HW")]),
+]
+
+
+@pytest.mark.parametrize("body,feeds", [c[1:] for c in SLICE_CASES], ids=[c[0] for c in SLICE_CASES])
+def test_slice_matches_dali(body, feeds):
+    ours, theirs = run_both(body, feeds)
+    assert_same(ours, theirs)

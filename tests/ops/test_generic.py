@@ -113,6 +113,19 @@ ERRORS = [
     (lambda: fn.random.beta(beta=feed(np.float32(1), np.float32(-2))),
      "fn.random.beta: 'beta' must be a positive finite number, got -2 for sample 1"),
     (lambda: fn.random.beta(dtype=types.INT32), "fn.random.beta: argument 'dtype' must be FLOAT or FLOAT64"),
+    (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4))), start=[3, 3], shape=[2, 2]),
+     r"fn.slice: 'sample 0': Slice can't be placed out of bounds with current policy"),
+    (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4))), start=[1], rel_start=[0.5]),
+     "fn.slice: argument 'roi_start' is incompatible with 'rel_roi_start'"),
+    (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4))), feed([0.5], [0.5])),
+     "fn.slice: give both the anchor and the shape inputs, or neither"),
+    (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4))), feed([0.5], [0.5]), feed([0.5], [0.5]), start=[1]),
+     r"fn.slice: the anchor and shape are given as inputs; do not also give \['start'\]"),
+    (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4)), layout="AB"), start=[1], shape=[2]),
+     "fn.slice: 'axis_names' 'WH' are not all in the layout 'AB'"),
+    (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4))), start=[1], shape=[2], axes=[0],
+                      out_of_bounds_policy="pad", fill_values=[1, 2]),
+     "fn.slice: 2 'fill_values' need a channel axis 'C'"),
 ]
 
 

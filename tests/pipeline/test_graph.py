@@ -560,6 +560,7 @@ DALI_ARGUMENT_INPUTS = {
     "permute_batch": {"indices"},
     "batch_permutation": set(),
     "random.beta": {"alpha", "beta", "shape"},
+    "slice": {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"},
 }
 
 
@@ -698,6 +699,13 @@ ARGUMENT_INPUT_CASES = [
     ("random.beta", None, "", {"shape": [4]}, "alpha", 0.5, 3.0, F32),
     ("random.beta", None, "", {"shape": [4]}, "beta", 0.5, 3.0, F32),
     ("random.beta", None, "", {}, "shape", [5], [2], I32),
+    ("slice", IMG, "HWC", {"shape": [2, 2]}, "start", [1, 2], [0, 0], I32),
+    ("slice", IMG, "HWC", {"rel_shape": [0.5, 0.5]}, "rel_start", [0.25, 0.5], [0.0, 0.0], F32),
+    ("slice", IMG, "HWC", {"start": [1, 1]}, "end", [4, 3], [5, 5], I32),
+    ("slice", IMG, "HWC", {}, "rel_end", [0.5, 0.5], [1.0, 1.0], F32),
+    ("slice", IMG, "HWC", {"start": [1, 1]}, "shape", [3, 2], [2, 2], I32),
+    ("slice", IMG, "HWC", {}, "rel_shape", [0.5, 0.5], [1.0, 0.5], F32),
+    ("slice", IMG, "HWC", {"start": [1], "shape": [2]}, "axes", [0], [1], I32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
