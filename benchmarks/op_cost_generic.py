@@ -28,5 +28,6 @@ CASES = {
     "random.uniform": lambda fn, images: fn.random.uniform(range=[0.0, 1.0], shape=[1000]),
     "slice": lambda fn, images: fn.slice(images, rel_start=[0.1, 0.1], rel_shape=[0.8, 0.8]),
     "slice_pad": lambda fn, images: fn.slice(images, start=[-10, -10], shape=[400, 520], out_of_bounds_policy="pad"),
+    "pad": lambda fn, images: fn.pad(images, axis_names="HW", align=[64]),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

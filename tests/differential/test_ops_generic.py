@@ -15,7 +15,7 @@ COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_li
                      "reductions.sum", "reductions.mean", "reductions.mean_square", "reductions.rms", "reductions.min",
                      "reductions.max", "reductions.variance", "reductions.std_dev",
                      "shapes", "element_extract", "sequence_rearrange", "per_frame", "lookup_table", "reinterpret",
-                     "get_property", "permute_batch", "batch_permutation", "slice")
+                     "get_property", "permute_batch", "batch_permutation", "slice", "pad")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -239,5 +239,27 @@ SLICE_CASES = [
 
 @pytest.mark.parametrize("body,feeds", [c[1:] for c in SLICE_CASES], ids=[c[0] for c in SLICE_CASES])
 def test_slice_matches_dali(body, feeds):
+    ours, theirs = run_both(body, feeds)
+    assert_same(ours, theirs)
+
+
+PAD_CASES = [
+    ("default", lambda f, t, x: f.pad(x), [(FLOATS, "AB")]),
+    ("axes_fill", lambda f, t, x: f.pad(x, fill_value=-1, axes=[0]), [(FLOATS, "AB")]),
+    ("shape", lambda f, t, x: f.pad(x, shape=[8, 6]), [(FLOATS, "AB")]),
+    ("shape_minus_one", lambda f, t, x: f.pad(x, shape=[-1, 9]), [(FLOATS, "AB")]),
+    ("shape_never_shrinks", lambda f, t, x: f.pad(x, shape=[1, 1]), [(FLOATS, "AB")]),
+    ("align", lambda f, t, x: f.pad(x, align=[4]), [(FLOATS, "AB")]),
+    ("align_shape", lambda f, t, x: f.pad(x, align=[2, 4], shape=[4, 1]), [(FLOATS, "AB")]),
+    ("names", lambda f, t, x: f.pad(x, axis_names="B", shape=[7]), [(FLOATS, "AB")]),
+    ("images", lambda f, t, x: f.pad(x, axis_names="HW", align=[16], fill_value=300.0), [IMAGES]),
+    ("per_sample_fill", lambda f, t, x, v: f.pad(x, fill_value=v), [(FLOATS, "AB"), [s.astype(np.float32) for s in
+                                                                                  SCALARS]]),
+    ("fill_truncates", lambda f, t, x: f.pad(x, shape=[3, 5], fill_value=-3.7), [(INT16, "AB")]),
+]
+
+
+@pytest.mark.parametrize("body,feeds", [c[1:] for c in PAD_CASES], ids=[c[0] for c in PAD_CASES])
+def test_pad_matches_dali(body, feeds):
     ours, theirs = run_both(body, feeds)
     assert_same(ours, theirs)

@@ -126,6 +126,12 @@ ERRORS = [
     (lambda: fn.slice(feed(np.zeros((4, 4)), np.zeros((4, 4))), start=[1], shape=[2], axes=[0],
                       out_of_bounds_policy="pad", fill_values=[1, 2]),
      "fn.slice: 2 'fill_values' need a channel axis 'C'"),
+    (lambda: fn.pad(feed(np.zeros((2, 2)), np.zeros((2, 2))), shape=[3, 3, 3]),
+     r"fn.pad: 'shape' has 3 values for 2 padded axes \(sample 0\)"),
+    (lambda: fn.pad(feed(np.zeros((2, 2)), np.zeros((2, 2))), align=[0]), r"fn.pad: 'align' must be positive, got 0"),
+    (lambda: fn.pad(feed(np.zeros((2, 2)), np.zeros((2, 2))), axes=[2]), "fn.pad: axis 2 in 'axes' is out of range"),
+    (lambda: fn.pad(feed(np.zeros((2, 2)), np.zeros((2, 2)), layout="AB"), axis_names="C"),
+     "fn.pad: 'axis_names' 'C' are not all in the layout 'AB'"),
 ]
 
 

@@ -560,6 +560,7 @@ DALI_ARGUMENT_INPUTS = {
     "permute_batch": {"indices"},
     "batch_permutation": set(),
     "random.beta": {"alpha", "beta", "shape"},
+    "pad": {"fill_value", "axes", "shape", "align"},
     "slice": {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"},
 }
 
@@ -706,6 +707,10 @@ ARGUMENT_INPUT_CASES = [
     ("slice", IMG, "HWC", {"start": [1, 1]}, "shape", [3, 2], [2, 2], I32),
     ("slice", IMG, "HWC", {}, "rel_shape", [0.5, 0.5], [1.0, 0.5], F32),
     ("slice", IMG, "HWC", {"start": [1], "shape": [2]}, "axes", [0], [1], I32),
+    ("pad", IMG, "HWC", {"shape": [8, 9]}, "fill_value", 5.0, 7.0, F32),
+    ("pad", IMG, "HWC", {"shape": [9]}, "axes", [0], [1], I32),
+    ("pad", IMG, "HWC", {}, "shape", [8, 9, 4], [7, 8, 3], I32),
+    ("pad", IMG, "HWC", {}, "align", [4], [5], I32),
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
