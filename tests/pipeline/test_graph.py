@@ -707,7 +707,7 @@ ARGUMENT_INPUT_CASES = [
     ("slice", IMG, "HWC", {"start": [1, 1]}, "shape", [3, 2], [2, 2], I32),
     ("slice", IMG, "HWC", {}, "rel_shape", [0.5, 0.5], [1.0, 0.5], F32),
     ("slice", IMG, "HWC", {"start": [1], "shape": [2]}, "axes", [0], [1], I32),
-    ("pad", IMG, "HWC", {"shape": [8, 9]}, "fill_value", 5.0, 7.0, F32),
+    ("pad", IMG, "HWC", {"shape": [8, 9, 3]}, "fill_value", 5.0, 7.0, F32),
     ("pad", IMG, "HWC", {"shape": [9]}, "axes", [0], [1], I32),
     ("pad", IMG, "HWC", {}, "shape", [8, 9, 4], [7, 8, 3], I32),
     ("pad", IMG, "HWC", {}, "align", [4], [5], I32),
