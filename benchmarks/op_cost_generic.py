@@ -1,6 +1,6 @@
 """Per-operator cost cases of the generic operators (run by ``benchmarks/op_cost.py``)."""
 
-from op_cost import types_of
+from op_cost import DATA, types_of
 
 CASES = {
     "cast": lambda fn, images: fn.cast(images, dtype=types_of(fn).FLOAT),
@@ -29,5 +29,7 @@ CASES = {
     "slice": lambda fn, images: fn.slice(images, rel_start=[0.1, 0.1], rel_shape=[0.8, 0.8]),
     "slice_pad": lambda fn, images: fn.slice(images, start=[-10, -10], shape=[400, 520], out_of_bounds_policy="pad"),
     "pad": lambda fn, images: fn.pad(images, axis_names="HW", align=[64]),
+    "peek_image_shape": lambda fn, images: fn.peek_image_shape(fn.readers.file(file_root=str(DATA))[0]),
+    "readers.file": lambda fn, images: fn.readers.file(file_root=str(DATA))[0],
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

@@ -414,6 +414,23 @@ def decode_path(data) -> str:
     return _read_header(arr, "decoders.image", 0, None, False, config.get("max_image_pixels")).path
 
 
+_IMAGE_TYPE_CHANNELS = {DALIImageType.GRAY: 1, DALIImageType.RGB: 3, DALIImageType.BGR: 3, DALIImageType.YCbCr: 3}
+
+
+def decoded_shape(sample, image_type: DALIImageType, op: str, index: int, source: str | None,
+                  adjust_orientation: bool = True) -> tuple[int, int, int]:
+    """(height, width, channels) that decoding ``sample`` to ``image_type`` gives, from the header only
+    (``ANY_DATA`` on the OpenCV backend decodes the image to count its channels)."""
+    data = _encoded(sample, op, index, source)
+    header = _read_header(data, op, index, source, adjust_orientation, config.get("max_image_pixels"))
+    h, w = _oriented_size(header.height, header.width, header.orientation)
+    if image_type in _IMAGE_TYPE_CHANNELS:
+        return h, w, _IMAGE_TYPE_CHANNELS[image_type]
+    if header.stream is not None:
+        return h, w, int(header.stream.num_channels)
+    return h, w, int(np.atleast_3d(decode_image(data, DALIImageType.ANY_DATA, source)).shape[2])
+
+
 # -- orientation ------------------------------------------------------------------------------------
 # An EXIF orientation as operations on the stored image S: flip rows?, flip columns?, then transpose?
 _ORIENT = {1: (False, False, False), 2: (False, True, False), 3: (True, True, False), 4: (True, False, False),

@@ -15,7 +15,8 @@ COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_li
                      "reductions.sum", "reductions.mean", "reductions.mean_square", "reductions.rms", "reductions.min",
                      "reductions.max", "reductions.variance", "reductions.std_dev",
                      "shapes", "element_extract", "sequence_rearrange", "per_frame", "lookup_table", "reinterpret",
-                     "get_property", "permute_batch", "batch_permutation", "slice", "pad")
+                     "get_property", "permute_batch", "batch_permutation", "slice", "pad",
+                     "io.file.read", "peek_image_shape")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -263,3 +264,31 @@ PAD_CASES = [
 def test_pad_matches_dali(body, feeds):
     ours, theirs = run_both(body, feeds)
     assert_same(ours, theirs)
+
+
+def _image_files():
+    from tests.differential.twin import PHOTOS
+
+    shared = PHOTOS.parent
+    return (sorted((shared / "png").glob("*.png"))[:4] + sorted((shared / "jpeg_variants").rglob("*.jpg"))[:6]
+            + sorted(PHOTOS.rglob("*.jpg"))[:2])
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"image_type": "GRAY"}, {"image_type": "ANY_DATA"}, {"dtype": "INT32"},
+                                    {"adjust_orientation": False}])
+def test_peek_image_shape_matches_dali(kwargs):
+    encoded = [np.fromfile(p, np.uint8) for p in _image_files()]
+
+    def body(f, t, x):
+        return f.peek_image_shape(x, **{k: getattr(t, v) if isinstance(v, str) else v for k, v in kwargs.items()})
+
+    ours, theirs = run_both(body, [encoded])
+    assert_same(ours, theirs)
+
+
+def test_file_read_matches_dali():
+    paths = _image_files()[:5]
+    names = [np.frombuffer(str(p).encode(), np.uint8) for p in paths]
+    ours, theirs = run_both(lambda f, t, x: f.io.file.read(x), [names])
+    assert_same(ours, theirs)
+    assert ours[0][0].tobytes() == paths[0].read_bytes()

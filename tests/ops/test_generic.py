@@ -132,6 +132,8 @@ ERRORS = [
     (lambda: fn.pad(feed(np.zeros((2, 2)), np.zeros((2, 2))), axes=[2]), "fn.pad: axis 2 in 'axes' is out of range"),
     (lambda: fn.pad(feed(np.zeros((2, 2)), np.zeros((2, 2)), layout="AB"), axis_names="C"),
      "fn.pad: 'axis_names' 'C' are not all in the layout 'AB'"),
+    (lambda: fn.io.file.read(feed(np.zeros(3, np.float32), np.zeros(3, np.float32))),
+     r"fn.io.file.read: sample 0 must hold a file name as 1-D uint8 bytes, got float32 of shape \[3\]"),
 ]
 
 
@@ -243,3 +245,19 @@ def test_beta_is_deterministic_and_follows_alpha_and_beta_per_sample():
     assert np.array_equal(first.as_array(), second.as_array())
     assert np.allclose(means, [a / (a + 2.0) for a in (0.5, 2.0, 8.0)], atol=0.02)
     assert all(((np.asarray(first.at(i)) >= 0) & (np.asarray(first.at(i)) <= 1)).all() for i in range(3))
+
+
+def test_file_read_names_the_missing_file(tmp_path):
+    missing = str(tmp_path / "missing.bin")
+    (tmp_path / "there.bin").write_bytes(b"abc")
+    names = [np.frombuffer(str(tmp_path / "there.bin").encode(), np.uint8), np.frombuffer(missing.encode(), np.uint8)]
+    with pytest.raises(FileNotFoundError, match=f"fn.io.file.read: sample 1: cannot read '{missing}'"):
+        run(lambda: fn.io.file.read(feed(*names)))
+
+
+def test_peek_image_shape_names_the_bad_sample(flowers_root):
+    import pathlib
+
+    photo = np.fromfile(sorted(pathlib.Path(flowers_root).rglob("*.jpg"))[0], np.uint8)
+    with pytest.raises(Exception, match="fn.peek_image_shape: sample 1: not a decodable image"):
+        run(lambda: fn.peek_image_shape(feed(photo, np.frombuffer(b"hello world", np.uint8))))

@@ -561,6 +561,8 @@ DALI_ARGUMENT_INPUTS = {
     "batch_permutation": set(),
     "random.beta": {"alpha", "beta", "shape"},
     "pad": {"fill_value", "axes", "shape", "align"},
+    "io.file.read": set(),
+    "peek_image_shape": set(),
     "slice": {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"},
 }
 
