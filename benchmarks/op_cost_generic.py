@@ -31,5 +31,8 @@ CASES = {
     "pad": lambda fn, images: fn.pad(images, axis_names="HW", align=[64]),
     "peek_image_shape": lambda fn, images: fn.peek_image_shape(fn.readers.file(file_root=str(DATA))[0]),
     "readers.file": lambda fn, images: fn.readers.file(file_root=str(DATA))[0],
+    "python_function": lambda fn, images: fn.python_function(images, function=lambda image: image[::2, ::2].copy()),
+    "python_function_batch": lambda fn, images: fn.python_function(
+        images, function=lambda batch: [image[::2, ::2].copy() for image in batch], batch_processing=True),
     "squeeze": lambda fn, images: fn.squeeze(fn.expand_dims(images, axes=[0], new_axis_names="F"), axis_names="F"),
 }

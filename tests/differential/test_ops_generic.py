@@ -16,7 +16,8 @@ COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_li
                      "reductions.max", "reductions.variance", "reductions.std_dev",
                      "shapes", "element_extract", "sequence_rearrange", "per_frame", "lookup_table", "reinterpret",
                      "get_property", "permute_batch", "batch_permutation", "slice", "pad",
-                     "io.file.read", "peek_image_shape")
+                     "io.file.read", "peek_image_shape", "python_function",
+                     "dl_tensor_python_function")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -292,3 +293,37 @@ def test_file_read_matches_dali():
     ours, theirs = run_both(lambda f, t, x: f.io.file.read(x), [names])
     assert_same(ours, theirs)
     assert ours[0][0].tobytes() == paths[0].read_bytes()
+
+
+def _torch_triple(capsules):
+    from torch.utils import dlpack
+
+    return [dlpack.to_dlpack(dlpack.from_dlpack(c) * 3) for c in capsules]
+
+
+def _torch_pair(a, b):
+    from torch.utils import dlpack
+
+    x, y = dlpack.from_dlpack(a), dlpack.from_dlpack(b)
+    return dlpack.to_dlpack(x + y), dlpack.to_dlpack(x.sum(dim=0, keepdim=True))
+
+
+PYTHON_CASES = [
+    ("per_sample", lambda f, t, x: f.python_function(x, function=lambda a: a * 2), [(FLOATS, "AB")]),
+    ("two_outputs", lambda f, t, x, y: f.python_function(x, y, function=lambda a, b: (a + b, np.sort(a, axis=None)),
+                                                         num_outputs=2, output_layouts=["XY", "Z"]),
+     [(FLOATS, "AB"), FLOATS]),
+    ("batch", lambda f, t, x: f.python_function(x, function=lambda batch: [v[::-1].copy() for v in batch],
+                                                batch_processing=True, output_layouts="HWC"), [IMAGES]),
+    ("no_inputs", lambda f, t, x: f.python_function(function=lambda: np.array([1, 2], np.int16)), [UINT8_ONE]),
+    ("dlpack_batch", lambda f, t, x: f.dl_tensor_python_function(x, function=_torch_triple), [(FLOATS, "AB")]),
+    ("dlpack_per_sample", lambda f, t, x, y: f.dl_tensor_python_function(x, y, function=_torch_pair, num_outputs=2,
+                                                                         batch_processing=False),
+     [FLOATS, FLOATS]),
+]
+
+
+@pytest.mark.parametrize("body,feeds", [c[1:] for c in PYTHON_CASES], ids=[c[0] for c in PYTHON_CASES])
+def test_python_functions_match_dali(body, feeds):
+    ours, theirs = run_both(body, feeds)
+    assert_same(ours, theirs)

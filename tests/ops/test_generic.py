@@ -134,7 +134,43 @@ ERRORS = [
      "fn.pad: 'axis_names' 'C' are not all in the layout 'AB'"),
     (lambda: fn.io.file.read(feed(np.zeros(3, np.float32), np.zeros(3, np.float32))),
      r"fn.io.file.read: sample 0 must hold a file name as 1-D uint8 bytes, got float32 of shape \[3\]"),
+    (lambda: fn.python_function(feed(np.zeros(2), np.zeros(2)), function=lambda a: a, num_outputs=2,
+                                output_layouts=["A", "B", "C"]),
+     "fn.python_function: 'output_layouts' has 3 entries for 2 outputs"),
 ]
+
+PYTHON_ERRORS = [
+    (lambda x: fn.python_function(x, function=lambda a: 5), "fn.python_function: the function returned int for "
+                                                             "sample 0 of output 0; expected a NumPy array"),
+    (lambda x: fn.python_function(x, function=lambda a: (a, a, a), num_outputs=2),
+     "fn.python_function: the function returned 3 values for sample 0; expected a tuple of num_outputs=2"),
+    (lambda x: fn.python_function(x, function=lambda b: b[:1], batch_processing=True),
+     "fn.python_function: output 0 of the function must be a list of 2 samples"),
+    (lambda x: fn.dl_tensor_python_function(x, function=lambda b: [1, 2]),
+     "fn.dl_tensor_python_function: the function returned int for sample 0 of output 0; expected a DLPack capsule"),
+]
+
+
+@pytest.mark.parametrize("make,message", PYTHON_ERRORS, ids=[str(i) for i in range(len(PYTHON_ERRORS))])
+def test_python_function_results_are_checked(make, message):
+    with pytest.raises(TypeError, match=message):
+        run(lambda: make(feed(np.zeros(2), np.ones(2))))
+
+
+def test_python_function_without_outputs_still_runs():
+    seen = []
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        x = feed(np.zeros(2), np.ones(2))
+        fn.python_function(x, function=lambda a: seen.append(float(a.sum())), num_outputs=0)
+        return x
+
+    p = pipe()
+    p.run()
+    p.run()
+    p.close()
+    assert seen == [0.0, 2.0, 0.0, 2.0]
 
 
 @pytest.mark.parametrize("make,message", ERRORS, ids=[str(i) for i in range(len(ERRORS))])

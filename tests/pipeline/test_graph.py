@@ -562,6 +562,8 @@ DALI_ARGUMENT_INPUTS = {
     "random.beta": {"alpha", "beta", "shape"},
     "pad": {"fill_value", "axes", "shape", "align"},
     "io.file.read": set(),
+    "python_function": set(),
+    "dl_tensor_python_function": set(),
     "peek_image_shape": set(),
     "slice": {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"},
 }
