@@ -31,6 +31,11 @@ CASES = {
     "pad": lambda fn, images: fn.pad(images, axis_names="HW", align=[64]),
     "peek_image_shape": lambda fn, images: fn.peek_image_shape(fn.readers.file(file_root=str(DATA))[0]),
     "readers.file": lambda fn, images: fn.readers.file(file_root=str(DATA))[0],
+    "decoders.image": lambda fn, images: fn.decoders.image(fn.readers.file(file_root=str(DATA))[0]),
+    "decoders.image_crop": lambda fn, images: fn.decoders.image_crop(fn.readers.file(file_root=str(DATA))[0],
+                                                                     crop=(128, 128)),
+    "decoders.image_slice": lambda fn, images: fn.decoders.image_slice(fn.readers.file(file_root=str(DATA))[0],
+                                                                       rel_start=[0.25, 0.25], rel_shape=[0.5, 0.5]),
     "python_function": lambda fn, images: fn.python_function(images, function=lambda image: image[::2, ::2].copy()),
     "python_function_batch": lambda fn, images: fn.python_function(
         images, function=lambda batch: [image[::2, ::2].copy() for image in batch], batch_processing=True),

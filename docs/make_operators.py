@@ -47,6 +47,8 @@ AWAITING_DIFFERENTIAL_TEST = {
 
 #: Deliberate differences from DALI, shown in the notes column.
 NOTES = {
+    "decoders.image_crop": "`crop_d` and `crop_pos_z` are refused (images have no depth axis).",
+    "image_decoder_crop": "`crop_d` and `crop_pos_z` are refused (images have no depth axis).",
     "permute_batch": "A one-entry constant `indices` applies to every sample.",
     "per_frame": "Sets the layout only: jaxdali's operators do not yet apply per-frame argument inputs.",
     "batch_permutation": "Counter-based generator: same kind of permutation as DALI, different values.",

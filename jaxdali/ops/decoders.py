@@ -668,8 +668,8 @@ class ImageDecoder(Operator):
         self.skip_log = SkipLog(f"fn.{self.op}")
         backend_status()  # import problems surface at build
 
-    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
-        """(y, x, h, w) arrays: one window per sample of the oriented images (``crops`` operators)."""
+    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int]):
+        """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators)."""
         raise NotImplementedError
 
     def run(self, ctx, inputs, args):
@@ -703,7 +703,7 @@ class ImageDecoder(Operator):
             if keys is not None and rows:  # vectorised over the chunk's samples
                 sizes = np.array([_oriented_size(headers[i].height, headers[i].width, headers[i].orientation)
                                   for i in rows], np.int64).reshape(-1, 2)
-                windows = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1]), axis=1).tolist()
+                windows = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
             for i, window in zip(rows, windows):
                 try:
                     out[i] = _captured(lambda: _decode_one(datas[i], headers[i], spec, params, window, op, i, names[i]),
@@ -732,7 +732,7 @@ class ImageRandomCropDecoder(ImageDecoder):
                                              self.args["num_attempts"])
         self.num_attempts = int(self.args["num_attempts"])
 
-    def windows(self, keys, heights, widths):
+    def windows(self, keys, heights, widths, rows):
         u = rng.uniform(keys, crop_window_draws(self.num_attempts), self.STREAM)
         return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
 

@@ -17,7 +17,8 @@ COVERED_OPERATORS = ("constant", "full", "zeros", "ones", "full_like", "zeros_li
                      "shapes", "element_extract", "sequence_rearrange", "per_frame", "lookup_table", "reinterpret",
                      "get_property", "permute_batch", "batch_permutation", "slice", "pad",
                      "io.file.read", "peek_image_shape", "python_function",
-                     "dl_tensor_python_function")
+                     "dl_tensor_python_function", "decoders.image_crop", "decoders.image_slice", "image_decoder_crop",
+                     "image_decoder_slice")
 
 IMAGES = (photos(3, (20, 30)), "HWC")
 rng = np.random.default_rng(0)
@@ -326,4 +327,36 @@ PYTHON_CASES = [
 @pytest.mark.parametrize("body,feeds", [c[1:] for c in PYTHON_CASES], ids=[c[0] for c in PYTHON_CASES])
 def test_python_functions_match_dali(body, feeds):
     ours, theirs = run_both(body, feeds)
+    assert_same(ours, theirs)
+
+
+def _photos_encoded():
+    from tests.differential.twin import PHOTOS
+
+    return [np.fromfile(p, np.uint8) for p in sorted(PHOTOS.rglob("*.jpg"))[:6]]
+
+
+WINDOW_DECODER_CASES = [
+    ("crop", lambda f, t, x: f.decoders.image_crop(x, crop=(100, 120))),
+    ("crop_pos_truncate", lambda f, t, x: f.decoders.image_crop(x, crop_h=77, crop_w=91, crop_pos_x=0.3,
+                                                               crop_pos_y=0.9, rounding="truncate")),
+    ("crop_gray", lambda f, t, x: f.decoders.image_crop(x, crop=(64, 64), output_type=t.GRAY)),
+    ("crop_legacy", lambda f, t, x: f.image_decoder_crop(x, crop=(50, 60), crop_pos_x=0.0)),
+    ("slice_rel", lambda f, t, x: f.decoders.image_slice(x, rel_start=[0.1, 0.2], rel_shape=[0.5, 0.5])),
+    ("slice_axes", lambda f, t, x: f.decoders.image_slice(x, start=[10, 20], shape=[50, 60], axes=[0, 1])),
+    ("slice_legacy", lambda f, t, x: f.image_decoder_slice(x, rel_start=[0.25, 0.25], rel_end=[0.75, 0.5])),
+]
+
+
+@pytest.mark.parametrize("body", [c[1] for c in WINDOW_DECODER_CASES], ids=[c[0] for c in WINDOW_DECODER_CASES])
+def test_window_decoders_match_dali(body):
+    ours, theirs = run_both(body, [_photos_encoded()])
+    assert_same(ours, theirs)
+
+
+def test_slice_decoder_with_anchor_and_shape_inputs_matches_dali():
+    encoded = _photos_encoded()
+    anchors = [np.array([0.1, 0.3], np.float32)] * len(encoded)
+    shapes = [np.array([0.5, 0.4], np.float32)] * len(encoded)
+    ours, theirs = run_both(lambda f, t, x, a, s: f.decoders.image_slice(x, a, s), [encoded, anchors, shapes])
     assert_same(ours, theirs)

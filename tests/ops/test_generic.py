@@ -297,3 +297,18 @@ def test_peek_image_shape_names_the_bad_sample(flowers_root):
     photo = np.fromfile(sorted(pathlib.Path(flowers_root).rglob("*.jpg"))[0], np.uint8)
     with pytest.raises(Exception, match="fn.peek_image_shape: sample 1: not a decodable image"):
         run(lambda: fn.peek_image_shape(feed(photo, np.frombuffer(b"hello world", np.uint8))))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda x: fn.decoders.image_crop(x, crop=(1000, 120)),
+     r"fn.decoders.image_crop: sample 0: the window rows -\d+..\d+, columns \d+..\d+ is not inside the"),
+    (lambda x: fn.decoders.image_crop(x, crop_h=10), "fn.decoders.image_crop: `crop_w` and `crop_h` arguments must be"),
+    (lambda x: fn.decoders.image_slice(x, start=[-10, 20], shape=[50, 60], axes=[0, 1]),
+     "fn.decoders.image_slice: 'sample 0': Slice can't be placed out of bounds"),
+])
+def test_window_decoders_refuse_windows_outside_the_image(flowers_root, make, message):
+    import pathlib
+
+    photos = [np.fromfile(p, np.uint8) for p in sorted(pathlib.Path(flowers_root).rglob("*.jpg"))[:2]]
+    with pytest.raises((OpArgumentError, ValueError), match=message):
+        run(lambda: make(feed(*photos)))

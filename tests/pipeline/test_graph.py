@@ -562,6 +562,11 @@ DALI_ARGUMENT_INPUTS = {
     "random.beta": {"alpha", "beta", "shape"},
     "pad": {"fill_value", "axes", "shape", "align"},
     "io.file.read": set(),
+    # DALI also takes crop_d and crop_pos_z, which mean nothing for images; jaxdali refuses them.
+    **{op: {"crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y"} for op in ("decoders.image_crop",
+                                                                          "image_decoder_crop")},
+    **{op: {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"}
+       for op in ("decoders.image_slice", "image_decoder_slice")},
     "python_function": set(),
     "dl_tensor_python_function": set(),
     "peek_image_shape": set(),
@@ -599,6 +604,13 @@ def _npy_file() -> str:
 
 NPY = {"files": [_npy_file()]}
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
+
+
+def _png() -> np.ndarray:
+    """An encoded 6x8 PNG of distinct pixels, for the window decoders' arguments."""
+    import cv2
+
+    return np.frombuffer(cv2.imencode(".png", IMG)[1].tobytes(), np.uint8)
 
 
 def _tiny_video() -> np.ndarray:
@@ -715,6 +727,22 @@ ARGUMENT_INPUT_CASES = [
     ("pad", IMG, "HWC", {"shape": [9]}, "axes", [0], [1], I32),
     ("pad", IMG, "HWC", {}, "shape", [8, 9, 4], [7, 8, 3], I32),
     ("pad", IMG, "HWC", {}, "align", [4], [5], I32),
+] + [
+    (op, _png(), "", fixed, arg, value, other, dtype)
+    for op in ("decoders.image_crop", "image_decoder_crop")
+    for fixed, arg, value, other, dtype in [
+        ({}, "crop", [4, 4], [3, 5], F32), ({"crop_w": 4}, "crop_h", 3, 4, F32), ({"crop_h": 4}, "crop_w", 3, 4, F32),
+        ({"crop": [3, 3]}, "crop_pos_x", 0.0, 1.0, F32), ({"crop": [3, 3]}, "crop_pos_y", 1.0, 0.0, F32),
+    ]
+] + [
+    (op, _png(), "", fixed, arg, value, other, dtype)
+    for op in ("decoders.image_slice", "image_decoder_slice")
+    for fixed, arg, value, other, dtype in [
+        ({"shape": [2, 2]}, "start", [1, 2], [0, 0], I32), ({"rel_shape": [0.5, 0.5]}, "rel_start", [0.25, 0.5],
+                                                              [0.0, 0.0], F32),
+        ({"start": [1, 1]}, "end", [4, 3], [5, 5], I32), ({}, "rel_end", [0.5, 0.5], [1.0, 1.0], F32),
+        ({"start": [1, 1]}, "shape", [3, 2], [2, 2], I32), ({}, "rel_shape", [0.5, 0.5], [1.0, 0.5], F32),
+        ({"start": [1], "shape": [2]}, "axes", [0], [1], I32)]
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
