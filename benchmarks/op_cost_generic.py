@@ -19,7 +19,7 @@ CASES = {
     "reductions.std_dev": lambda fn, images: fn.reductions.std_dev(images, fn.reductions.mean(images)),
     "shapes": lambda fn, images: fn.shapes(images),
     "lookup_table": lambda fn, images: fn.lookup_table(images, keys=list(range(0, 256, 2)), values=[1.0] * 128),
-    "reinterpret": lambda fn, images: fn.reinterpret(images, rel_shape=[0.5, 2, 1]),
+    "reinterpret": lambda fn, images: fn.reinterpret(images, rel_shape=[0.2, 5, 1]),
     "element_extract": lambda fn, images: fn.element_extract(fn.per_frame(images, replace=True), element_map=[0, 50]),
     "sequence_rearrange": lambda fn, images: fn.sequence_rearrange(fn.per_frame(images, replace=True),
                                                                    new_order=list(range(59, -1, -1))),
