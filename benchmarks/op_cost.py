@@ -125,8 +125,12 @@ def measure(cases: dict[str, tuple[str, Builder]], photos: list[np.ndarray], *, 
                 row[f"{lib}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
         times: dict[str, list[float]] = {lib: [] for lib in pipes}
         for _ in range(reps):
-            for lib, pipe in pipes.items():
-                times[lib].append(time_batches(pipe, batches))
+            for lib, pipe in list(pipes.items()):
+                try:
+                    times[lib].append(time_batches(pipe, batches))
+                except Exception as e:  # DALI reports some errors batches later (prefetching)
+                    row[f"{lib}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                    del pipes[lib], times[lib]
         for lib, values in times.items():
             row[f"{lib}_ms"] = statistics.median(values)
         if "dali_ms" in row and "jaxdali_ms" in row:
