@@ -31,12 +31,9 @@ class PermuteBatch(Operator):
             k = int(bad[0])
             raise OpArgumentError(f"fn.permute_batch: indices[{k}] = {int(indices[k])} is not a sample of the batch of "
                                   f"{n} (valid: 0 to {n - 1})")
-        dense = x.dense() if len(set(x.shape())) == 1 else None
         info = [x.source_info[k] for k in indices] if x.source_info is not None else None
-        if dense is not None:
-            return TensorListCPU(dense[indices], x.layout(), info)
         samples = x.samples()
-        return TensorListCPU([samples[k] for k in indices], x.layout(), info)
+        return TensorListCPU([samples[k] for k in indices], x.layout(), info)  # the samples, not copies
 
 
 class BatchPermutation(Operator):
