@@ -1,0 +1,11 @@
+"""Per-operator cost cases of the image operators of issue 22 (run by ``benchmarks/op_cost.py``)."""
+
+from op_cost import types_of
+
+CASES = {
+    "brightness": lambda fn, images: fn.brightness(images, brightness=1.2, brightness_shift=0.05),
+    "contrast": lambda fn, images: fn.contrast(images, contrast=1.4),
+    "hue": lambda fn, images: fn.hue(images, hue=30.0),
+    "saturation": lambda fn, images: fn.saturation(images, saturation=0.6),
+    "brightness_float": lambda fn, images: fn.brightness(images, brightness=1.2, dtype=types_of(fn).FLOAT),
+}

@@ -1,0 +1,3 @@
+"""Image operators added for DALI conformance (issue 22); importing this package registers them."""
+
+from jaxdali.ops.image import color_adjust  # noqa: F401

@@ -1,0 +1,80 @@
+"""Image operators of issue 22 (``jaxdali/ops/image``): errors and properties that need no DALI.
+
+Values are compared against DALI in ``tests/differential/test_ops_image.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxdali import fn, pipeline_def, types
+from jaxdali.ops.schema import OpArgumentError
+
+
+def run_pipe(make, inputs, layout="HWC", device_id=None, batch_size=None):
+    """Feeds ``inputs`` (one batch) through ``make(x)``; returns each output as a list of NumPy samples."""
+
+    @pipeline_def(batch_size=batch_size or len(inputs), num_threads=2, device_id=device_id, seed=7)
+    def pipe():
+        x = fn.external_source(source=lambda: inputs, layout=layout)
+        out = make(x)
+        return tuple(out) if isinstance(out, (list, tuple)) else out
+
+    p = pipe()
+    try:
+        outs = p.run()
+    finally:
+        p.close()
+    return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs]
+
+
+rng = np.random.default_rng(0)
+RGB = rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)
+GRAY = RGB[..., :1].copy()
+
+
+# -- brightness, contrast, hue, saturation ---------------------------------------------------------------
+
+def test_brightness_and_contrast_equal_brightness_contrast():
+    (b, c, bc) = run_pipe(lambda x: (fn.brightness(x, brightness=1.4, brightness_shift=0.1),
+                                     fn.contrast(x, contrast=0.6, contrast_center=90.0),
+                                     fn.brightness_contrast(x, brightness=1.4, brightness_shift=0.1)), [RGB, GRAY])
+    np.testing.assert_array_equal(b[0], bc[0])
+    np.testing.assert_array_equal(b[1], bc[1])   # any number of channels
+    expected = np.clip(np.floor(90 + 0.6 * (RGB.astype(np.float64) - 90) + 0.5), 0, 255)
+    assert np.abs(c[0].astype(int) - expected).max() <= 1
+
+
+def test_hue_and_saturation_equal_hsv_and_keep_the_input_type():
+    f = (RGB / np.float32(255)).astype(np.float32)
+    (h, s, hsv_h, hsv_s) = run_pipe(lambda x: (fn.hue(x, hue=50.0), fn.saturation(x, saturation=0.2),
+                                               fn.hsv(x, hue=50.0, dtype=types.FLOAT),
+                                               fn.hsv(x, saturation=0.2, dtype=types.FLOAT)), [f])
+    assert h[0].dtype == s[0].dtype == np.float32
+    np.testing.assert_array_equal(h[0], hsv_h[0])
+    np.testing.assert_array_equal(s[0], hsv_s[0])
+
+
+@pytest.mark.parametrize("op", ["hue", "saturation"])
+def test_hue_and_saturation_refuse_one_channel(op):
+    with pytest.raises(ValueError, match=f"fn.{op}: expects 3-channel RGB"):
+        run_pipe(lambda x: getattr(fn, op)(x), [GRAY])
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda x: fn.brightness(x, brightness="bright"), "fn.brightness: argument 'brightness'"),
+    (lambda x: fn.contrast(x, dtype=types.INT8), "fn.contrast: .*INT8"),
+    (lambda x: fn.hue(x, angle=3.0), "fn.hue.*'angle'"),
+])
+def test_color_adjustment_argument_errors_name_operator_and_argument(make, match):
+    with pytest.raises((OpArgumentError, TypeError, ValueError), match=match):
+        run_pipe(make, [RGB])
+
+
+def test_color_adjustments_on_the_device_equal_the_host():
+    host = run_pipe(lambda x: (fn.brightness(x, brightness=1.3), fn.hue(x, hue=20.0)), [RGB, RGB], device_id=0)
+    dev = run_pipe(lambda x: (fn.brightness(x.gpu(), brightness=1.3), fn.hue(x.gpu(), hue=20.0)), [RGB, RGB],
+                   device_id=0)
+    for a, b in zip(host, dev):
+        np.testing.assert_array_equal(a, b)
