@@ -8,4 +8,8 @@ CASES = {
     "hue": lambda fn, images: fn.hue(images, hue=30.0),
     "saturation": lambda fn, images: fn.saturation(images, saturation=0.6),
     "brightness_float": lambda fn, images: fn.brightness(images, brightness=1.2, dtype=types_of(fn).FLOAT),
+    "color_space_conversion": lambda fn, images: fn.color_space_conversion(
+        images, image_type=types_of(fn).RGB, output_type=types_of(fn).YCbCr),
+    "color_space_conversion_gray": lambda fn, images: fn.color_space_conversion(
+        images, image_type=types_of(fn).RGB, output_type=types_of(fn).GRAY),
 }

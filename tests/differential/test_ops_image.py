@@ -16,7 +16,7 @@ dali_types = pytest.importorskip("nvidia.dali.types")
 import jaxdali  # noqa: E402
 from jaxdali import fn, types  # noqa: E402
 
-COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation")
+COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion")
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +117,17 @@ def test_per_sample_color_arguments_match_dali(photos):
     theirs, ours = run_both(photos, body)
     assert_close(theirs[:1], ours[:1], 0)
     assert_close(theirs[1:], ours[1:], 1)
+
+
+# -- color_space_conversion ------------------------------------------------------------------------------
+
+SPACES = ("RGB", "BGR", "GRAY", "YCbCr")
+
+
+@pytest.mark.parametrize("src,dst", [(a, b) for a in SPACES for b in SPACES if a != b])
+def test_color_space_conversion_matches_dali(photos, src, dst):
+    batch = [p[..., :1].copy() for p in photos] if src == "GRAY" else photos
+    theirs, ours = run_both(batch, lambda f, t, x: f.color_space_conversion(
+        x, image_type=getattr(t, src), output_type=getattr(t, dst)))
+    # exact where DALI's CPU operator calls OpenCV; YCbCr: the same BT.601 matrix rounded differently
+    assert_close(theirs, ours, 1 if "YCbCr" in (src, dst) and "GRAY" not in (src, dst) else 0)

@@ -78,3 +78,34 @@ def test_color_adjustments_on_the_device_equal_the_host():
                    device_id=0)
     for a, b in zip(host, dev):
         np.testing.assert_array_equal(a, b)
+
+
+# -- color_space_conversion ------------------------------------------------------------------------------
+
+def test_color_space_conversion_round_trip_and_sequences():
+    def to(x, src, dst):
+        return fn.color_space_conversion(x, image_type=getattr(types, src), output_type=getattr(types, dst))
+
+    (ycc, back, gray) = run_pipe(lambda x: (to(x, "RGB", "YCbCr"), to(to(x, "RGB", "YCbCr"), "YCbCr", "RGB"),
+                                            to(x, "RGB", "GRAY")), [RGB])
+    assert ycc[0].dtype == np.uint8 and 16 <= ycc[0][..., 0].min() and ycc[0][..., 0].max() <= 235
+    assert np.abs(back[0].astype(int) - RGB).max() <= 2
+    (gray_seq,) = run_pipe(lambda x: to(x, "RGB", "GRAY"), [np.stack([RGB, RGB[::-1]])], layout="FHWC")
+    assert gray_seq[0].shape == (2, 6, 7, 1)
+    np.testing.assert_array_equal(gray_seq[0][0], gray[0])
+    np.testing.assert_array_equal(gray_seq[0][1], gray[0][::-1])
+
+
+@pytest.mark.parametrize("make,inputs,error,match", [
+    (lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type=types.RGB), [RGB], OpArgumentError,
+     "fn.color_space_conversion: conversion from image_type=RGB to output_type=RGB"),
+    (lambda x: fn.color_space_conversion(x, image_type=types.RGB), [RGB], OpArgumentError,
+     "fn.color_space_conversion.*output_type"),
+    (lambda x: fn.color_space_conversion(x, image_type=types.GRAY, output_type=types.RGB), [RGB], ValueError,
+     "fn.color_space_conversion: sample 0 has 3 channels; image_type=GRAY needs 1"),
+    (lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type=types.BGR), [RGB.astype(np.float32)],
+     TypeError, "fn.color_space_conversion: input must be uint8"),
+])
+def test_color_space_conversion_errors(make, inputs, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(make, inputs)

@@ -515,6 +515,7 @@ DALI_ARGUMENT_INPUTS = {
     "contrast": {"contrast", "contrast_center"},
     "hue": {"hue"},
     "saturation": {"saturation"},
+    "color_space_conversion": set(),
     "resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
                "roi_end", "interp_type", "min_filter", "mag_filter"},
     "random_resized_crop": {"interp_type", "min_filter", "mag_filter"},
