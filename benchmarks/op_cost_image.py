@@ -12,4 +12,5 @@ CASES = {
         images, image_type=types_of(fn).RGB, output_type=types_of(fn).YCbCr),
     "color_space_conversion_gray": lambda fn, images: fn.color_space_conversion(
         images, image_type=types_of(fn).RGB, output_type=types_of(fn).GRAY),
+    "gaussian_blur": lambda fn, images: fn.gaussian_blur(images, sigma=1.5),
 }

@@ -109,3 +109,33 @@ def test_color_space_conversion_round_trip_and_sequences():
 def test_color_space_conversion_errors(make, inputs, error, match):
     with pytest.raises(error, match=match):
         run_pipe(make, inputs)
+
+
+# -- gaussian_blur ---------------------------------------------------------------------------------------
+
+def test_gaussian_blur_keeps_a_constant_image_and_sums_to_the_input():
+    flat = np.full((9, 11, 3), 77, np.uint8)
+    impulse = np.zeros((15, 15), np.float32)
+    impulse[7, 7] = 1.0
+    (a,) = run_pipe(lambda x: fn.gaussian_blur(x, sigma=2.0), [flat])
+    np.testing.assert_array_equal(a[0], flat)
+    (b,) = run_pipe(lambda x: fn.gaussian_blur(x, sigma=[0.5, 1.5]), [impulse], layout="HW")
+    assert abs(float(b[0].sum()) - 1.0) < 1e-5
+    assert b[0][7].std() > b[0][:, 7].std()   # the second sigma is W's: wider along the row
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({}, "fn.gaussian_blur: give 'sigma' or 'window_size'"),
+    ({"window_size": 4}, "fn.gaussian_blur: argument 'window_size' must be odd"),
+    ({"sigma": -1.0}, "fn.gaussian_blur: argument 'sigma' must be >= 0"),
+    ({"sigma": [1.0, 2.0, 3.0]}, "fn.gaussian_blur: argument 'sigma' has 3 values for sample 0"),
+    ({"sigma": 1.0, "dtype": types.INT16}, "fn.gaussian_blur: argument 'dtype' must be FLOAT"),
+])
+def test_gaussian_blur_errors(kwargs, match):
+    with pytest.raises((OpArgumentError, ValueError), match=match):
+        run_pipe(lambda x: fn.gaussian_blur(x, **kwargs), [RGB])
+
+
+def test_gaussian_blur_refuses_an_unknown_layout():
+    with pytest.raises(ValueError, match="fn.gaussian_blur: .*layout"):
+        run_pipe(lambda x: fn.gaussian_blur(x, sigma=1.0), [RGB], layout="WHC")
