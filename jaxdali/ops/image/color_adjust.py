@@ -8,10 +8,14 @@ change which arguments exist and the default output type (the input's type here,
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from jaxdali.ops.color import BrightnessContrast, Hsv, _value_range, bc_coefficients, hsv_matrix
+from jaxdali.ops.geometry import convert
 from jaxdali.ops.schema import Arg, OpSchema, register
+from jaxdali.pipeline.device_stage import owned_empty
+from jaxdali.pipeline.tensors import TensorListCPU
 
 __all__ = ["BRIGHTNESS", "CONTRAST", "HUE", "SATURATION"]
 
@@ -20,7 +24,38 @@ def _dtype_arg() -> Arg:
     return Arg("dtype", "dtype", None, "Output type; default: the input type.")
 
 
-class Brightness(BrightnessContrast):
+_LEVELS = np.arange(256, dtype=np.uint8)
+
+
+class _Uint8Table:
+    """uint8 -> uint8 through a 256-entry table per sample (``cv2.LUT``, GIL-free): the per-pixel formula
+    evaluated once per level, so the values are those of the formula on every pixel, bit for bit."""
+
+    def run(self, ctx, inputs, args):
+        (x,) = inputs
+        n = len(x)
+        if x.np_dtype != np.uint8 or self._dtype not in (None, np.uint8) or not n:
+            return super().run(ctx, inputs, args)
+        shapes = [tuple(s) for s in x.shape()]
+        self._check(x.layout(), x.ndim(), shapes[0][-1], x.np_dtype)
+        values, _ = self._values(args, n, x.np_dtype, np)
+        coeffs = self.coefficients(values, x.np_dtype, x.np_dtype, np)
+        tables = [convert(self.transform(_LEVELS, [c[i] for c in coeffs], np), np.uint8) for i in range(n)]
+        dense = owned_empty((n,) + shapes[0], np.uint8) if len(set(shapes)) == 1 else None
+        outs = [dense[i] if dense is not None else np.empty(s, np.uint8) for i, s in enumerate(shapes)]
+        samples = x.samples()
+
+        def work(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                if samples[i].size:
+                    flat = np.ascontiguousarray(samples[i]).reshape(1, -1)
+                    cv2.LUT(flat, tables[i], dst=outs[i].reshape(1, -1))
+
+        ctx.parallel_for(work, n)
+        return TensorListCPU(dense if dense is not None else outs, x.layout())
+
+
+class Brightness(_Uint8Table, BrightnessContrast):
     """brightness_contrast with contrast 1."""
 
     op = "brightness"
@@ -32,7 +67,7 @@ class Brightness(BrightnessContrast):
                                _value_range(out_dtype), xp)
 
 
-class Contrast(BrightnessContrast):
+class Contrast(_Uint8Table, BrightnessContrast):
     """brightness_contrast with brightness 1 and no shift."""
 
     op = "contrast"
