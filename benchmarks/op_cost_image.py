@@ -13,4 +13,7 @@ CASES = {
     "color_space_conversion_gray": lambda fn, images: fn.color_space_conversion(
         images, image_type=types_of(fn).RGB, output_type=types_of(fn).GRAY),
     "gaussian_blur": lambda fn, images: fn.gaussian_blur(images, sigma=1.5),
+    "noise.gaussian": lambda fn, images: fn.noise.gaussian(images, stddev=10.0),
+    "noise.shot": lambda fn, images: fn.noise.shot(images, factor=4.0),
+    "noise.salt_and_pepper": lambda fn, images: fn.noise.salt_and_pepper(images, prob=0.1),
 }

@@ -17,7 +17,7 @@ import jaxdali  # noqa: E402
 from jaxdali import fn, types  # noqa: E402
 
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
-                     "gaussian_blur")
+                     "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper")
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +174,52 @@ def test_gaussian_blur_per_sample_sigma_matches_dali(photos):
 
     theirs, ours = run_both(photos, body)
     assert_close(theirs, ours, 1)
+
+
+# -- noise.* (random: the distributions are compared, not the values) ------------------------------------
+
+def _residuals(batch, outs, lo=40, hi=215):
+    """out - in over the elements whose input lies in [lo, hi] (no saturation for the noise used here)."""
+    diffs = [(o.astype(np.float64) - b)[(b >= lo) & (b <= hi)] for b, o in zip(batch, outs)]
+    return np.concatenate(diffs)
+
+
+def test_gaussian_noise_distribution_matches_dali(photos):
+    theirs, ours = run_both(photos, lambda f, t, x: f.noise.gaussian(x, mean=3.0, stddev=10.0))
+    for outs in (theirs[0], ours[0]):
+        r = _residuals(photos, outs)
+        assert abs(r.mean() - 3.0) < 0.1 and abs(r.std() - 10.0) < 0.15
+    # uint8 rounding: the residuals are integers in both libraries
+    assert np.array_equal(np.unique(_residuals(photos, ours[0]) % 1), [0.0])
+
+
+def test_shot_noise_distribution_matches_dali(photos):
+    batch = [p.astype(np.float32) for p in photos]
+    theirs, ours = run_both(batch, lambda f, t, x: f.noise.shot(x, factor=4.0))
+    stats = []
+    for outs in (theirs[0], ours[0]):
+        r = _residuals(batch, outs)
+        ins = np.concatenate([b[(b >= 40) & (b <= 215)] for b in batch])
+        stats.append((r.mean(), r.var() / ins.mean()))   # poisson: mean 0, variance factor * input
+        assert all(np.array_equal(o % 4, np.zeros_like(o)) for o in outs)  # multiples of the factor
+    (m_dali, v_dali), (m_ours, v_ours) = stats
+    assert abs(m_dali) < 0.1 and abs(m_ours) < 0.1
+    assert abs(v_dali - 4.0) < 0.1 and abs(v_ours - 4.0) < 0.1
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_salt_and_pepper_frequencies_match_dali(photos, per_channel):
+    def body(f, t, x):
+        return f.noise.salt_and_pepper(x, prob=0.2, salt_vs_pepper=0.25, salt_val=250.0, pepper_val=5.0,
+                                       per_channel=per_channel)
+
+    theirs, ours = run_both(photos, body)
+    for outs in (theirs[0], ours[0]):
+        changed = [(o != p) for o, p in zip(outs, photos)]
+        salt = np.mean(np.concatenate([(o == 250)[c].ravel() for o, c in zip(outs, changed)]))
+        replaced = np.mean(np.concatenate([c.any(-1).ravel() for c in changed]))
+        mixed = np.mean(np.concatenate([(c.any(-1) & ~c.all(-1) & ((o == 250) | (o == 5)).any(-1)).ravel()
+                                        for o, c in zip(outs, changed)]))
+        assert abs(salt - 0.25) < 0.02
+        assert abs(replaced - (1 - 0.8 ** 3 if per_channel else 0.2)) < 0.02
+        assert (mixed > 0.1) == per_channel   # one draw per pixel unless per_channel

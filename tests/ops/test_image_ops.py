@@ -139,3 +139,58 @@ def test_gaussian_blur_errors(kwargs, match):
 def test_gaussian_blur_refuses_an_unknown_layout():
     with pytest.raises(ValueError, match="fn.gaussian_blur: .*layout"):
         run_pipe(lambda x: fn.gaussian_blur(x, sigma=1.0), [RGB], layout="WHC")
+
+
+# -- noise.* ---------------------------------------------------------------------------------------------
+
+NOISE = {
+    "gaussian": lambda x: fn.noise.gaussian(x, stddev=20.0),
+    "shot": lambda x: fn.noise.shot(x, factor=3.0),
+    "salt_and_pepper": lambda x: fn.noise.salt_and_pepper(x, prob=0.3),
+}
+
+
+def _noise_pipe(make, checkpoint=None, seed=11):
+    @pipeline_def(batch_size=3, num_threads=2, device_id=None, seed=seed, enable_checkpointing=True,
+                  checkpoint=checkpoint)
+    def pipe():
+        return make(fn.external_source(source=lambda iteration: [RGB, RGB, RGB[::-1]], layout="HWC"))
+
+    return pipe()
+
+
+@pytest.mark.parametrize("kind", sorted(NOISE))
+def test_noise_is_deterministic_per_sample_and_iteration_and_resumes_from_a_checkpoint(kind):
+    original = _noise_pipe(NOISE[kind])
+    first = [np.asarray(original.run()[0].at(i)) for i in range(3)]
+    checkpoint = original.checkpoint()
+    expected = [[np.asarray(original.run()[0].at(i)) for i in range(3)] for _ in range(2)]
+    assert not np.array_equal(first[0], first[1])          # samples differ
+    assert not np.array_equal(first[0], expected[0][0])    # iterations differ
+    restored = _noise_pipe(NOISE[kind], checkpoint)
+    for batch in expected:
+        for i in range(3):
+            np.testing.assert_array_equal(np.asarray(restored.run()[0].at(i)), batch[i])
+    assert not np.array_equal(np.asarray(_noise_pipe(NOISE[kind], seed=12).run()[0].at(0)), first[0])
+
+
+def test_noise_keeps_shape_and_type_and_saturates():
+    f = np.linspace(0, 1, 60, dtype=np.float32).reshape(4, 5, 3)
+    (g, s, sp) = run_pipe(lambda x: (fn.noise.gaussian(x, stddev=500.0), fn.noise.shot(x, factor=0.0),
+                                     fn.noise.salt_and_pepper(x, prob=1.0, salt_vs_pepper=0.0)), [RGB])
+    assert g[0].dtype == np.uint8 and g[0].shape == RGB.shape and {0, 255} <= set(np.unique(g[0]))
+    np.testing.assert_array_equal(s[0], RGB)   # factor 0: identity
+    assert (sp[0] == 0).all()                  # all pepper: the type's minimum
+    (fsp,) = run_pipe(lambda x: fn.noise.salt_and_pepper(x, prob=1.0, salt_vs_pepper=1.0), [f])
+    assert fsp[0].dtype == np.float32 and (fsp[0] == 1.0).all()
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda x: fn.noise.gaussian(x, stddev=-1.0), "fn.noise.gaussian: argument 'stddev' must be >= 0"),
+    (lambda x: fn.noise.salt_and_pepper(x, prob=1.5), r"fn.noise.salt_and_pepper: argument 'prob' must be in \[0, 1\]"),
+    (lambda x: fn.noise.salt_and_pepper(x, salt_vs_pepper=-0.1), "fn.noise.salt_and_pepper: argument 'salt_vs_pepper'"),
+    (lambda x: fn.noise.shot(x, factor="many"), "fn.noise.shot: argument 'factor'"),
+])
+def test_noise_errors(make, match):
+    with pytest.raises((OpArgumentError, ValueError, TypeError), match=match):
+        run_pipe(make, [RGB])
