@@ -16,4 +16,5 @@ CASES = {
     "noise.gaussian": lambda fn, images: fn.noise.gaussian(images, stddev=10.0),
     "noise.shot": lambda fn, images: fn.noise.shot(images, factor=4.0),
     "noise.salt_and_pepper": lambda fn, images: fn.noise.salt_and_pepper(images, prob=0.1),
+    "erase": lambda fn, images: fn.erase(images, anchor=[50, 60, 200, 300], shape=[100, 120, 80, 80]),
 }

@@ -17,7 +17,8 @@ import jaxdali  # noqa: E402
 from jaxdali import fn, types  # noqa: E402
 
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
-                     "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper")
+                     "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
+                     "erase")
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +224,39 @@ def test_salt_and_pepper_frequencies_match_dali(photos, per_channel):
         assert abs(salt - 0.25) < 0.02
         assert abs(replaced - (1 - 0.8 ** 3 if per_channel else 0.2)) < 0.02
         assert (mixed > 0.1) == per_channel   # one draw per pixel unless per_channel
+
+
+# -- erase -----------------------------------------------------------------------------------------------
+
+ERASE_CASES = {
+    "pixels": dict(anchor=[10, 20], shape=[50, 80]),
+    "fractional": dict(anchor=[10.6, 20.2], shape=[49.7, 80.5]),
+    "two_regions_fill": dict(anchor=[10, 20, 100, 5], shape=[50, 80, 30, 400], fill_value=77),
+    "per_channel_fill": dict(anchor=[0, 0], shape=[60, 60], fill_value=[255, 0, 128]),
+    "normalized_centered": dict(anchor=[0.5, 0.5], shape=[0.3, 0.2], normalized=True, centered_anchor=True),
+    "normalized_anchor": dict(anchor=[0.25, 0.75], shape=[40, 60], normalized_anchor=True),
+    "outside": dict(anchor=[-20, 250], shape=[60, 200]),
+    "axis_w": dict(anchor=[30], shape=[15], axis_names="W"),
+    "axes_wh": dict(anchor=[30, 5], shape=[15, 90], axis_names="WH"),
+    "axes_index": dict(anchor=[3], shape=[9], axes=[0]),
+    "shape_only": dict(shape=[20, 30]),
+    "none": dict(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERASE_CASES))
+def test_erase_matches_dali(photos, case):
+    theirs, ours = run_both(photos, lambda f, t, x: f.erase(x, **ERASE_CASES[case]))
+    assert_close(theirs, ours, 0)
+
+
+def test_erase_per_sample_regions_match_dali(photos):
+    anchors = [np.array([i * 10.3, i * 7.9], np.float32) for i in range(len(photos))]
+    shapes = [np.array([25.5 + i, 40 + 3 * i, 5, 5], np.float32) for i in range(len(photos))]
+
+    def body(f, t, x):
+        return f.erase(x, anchor=f.external_source(source=lambda: [np.tile(a, 2) for a in anchors]),
+                       shape=f.external_source(source=lambda: shapes), fill_value=9)
+
+    theirs, ours = run_both(photos, body)
+    assert_close(theirs, ours, 0)

@@ -194,3 +194,27 @@ def test_noise_keeps_shape_and_type_and_saturates():
 def test_noise_errors(make, match):
     with pytest.raises((OpArgumentError, ValueError, TypeError), match=match):
         run_pipe(make, [RGB])
+
+
+# -- erase -----------------------------------------------------------------------------------------------
+
+def test_erase_fills_only_the_clipped_region_on_ragged_batches():
+    small = RGB[:4, :5]
+    (out,) = run_pipe(lambda x: fn.erase(x, anchor=[2, 3], shape=[10, 10], fill_value=[1, 2, 3]), [RGB, small])
+    expected = RGB.copy()
+    expected[2:, 3:] = [1, 2, 3]
+    np.testing.assert_array_equal(out[0], expected)
+    assert out[1].shape == small.shape and (out[1][2:, 3:] == [1, 2, 3]).all() and (out[1][:2] == small[:2]).all()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"anchor": [1, 1]}, "fn.erase: 'anchor' .2 values. and 'shape' .0 values."),
+    ({"anchor": [1, 1], "shape": [2, 2, 2]}, "fn.erase: 'anchor' .2 values. and 'shape' .3 values."),
+    ({"shape": [2, 2], "fill_value": [1, 2]}, "fn.erase: 'fill_value' has 2 values but sample 0 has 3 channels"),
+    ({"shape": [2], "axis_names": "D"}, "fn.erase: argument 'axis_names' 'D'"),
+    ({"shape": [2], "axes": [5]}, "fn.erase: argument 'axes' has \\[5\\]"),
+    ({"shape": [2], "axes": [0], "axis_names": "H"}, "fn.erase: arguments 'axes' and 'axis_names' are mutually"),
+])
+def test_erase_errors(kwargs, match):
+    with pytest.raises((OpArgumentError, ValueError), match=match):
+        run_pipe(lambda x: fn.erase(x, **kwargs), [RGB])
