@@ -17,4 +17,5 @@ CASES = {
     "noise.shot": lambda fn, images: fn.noise.shot(images, factor=4.0),
     "noise.salt_and_pepper": lambda fn, images: fn.noise.salt_and_pepper(images, prob=0.1),
     "erase": lambda fn, images: fn.erase(images, anchor=[50, 60, 200, 300], shape=[100, 120, 80, 80]),
+    "grid_mask": lambda fn, images: fn.grid_mask(images, tile=40, ratio=0.4, angle=0.3),
 }

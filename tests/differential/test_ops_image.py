@@ -18,7 +18,7 @@ from jaxdali import fn, types  # noqa: E402
 
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
-                     "erase")
+                     "erase", "grid_mask")
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +257,41 @@ def test_erase_per_sample_regions_match_dali(photos):
     def body(f, t, x):
         return f.erase(x, anchor=f.external_source(source=lambda: [np.tile(a, 2) for a in anchors]),
                        shape=f.external_source(source=lambda: shapes), fill_value=9)
+
+    theirs, ours = run_both(photos, body)
+    assert_close(theirs, ours, 0)
+
+
+# -- grid_mask -------------------------------------------------------------------------------------------
+
+GRID_CASES = {
+    "default": {},
+    "small_tiles": dict(tile=16, ratio=0.3),
+    "shifted": dict(tile=40, ratio=0.6, shift_x=7.5, shift_y=-13.25),
+    "rotated": dict(tile=50, ratio=0.4, angle=0.7, shift_x=3.0),
+    "rotated_negative": dict(tile=23, ratio=0.55, angle=-2.1, shift_y=11.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GRID_CASES))
+def test_grid_mask_matches_dali(photos, case):
+    theirs, ours = run_both(photos, lambda f, t, x: f.grid_mask(x, **GRID_CASES[case]))
+    assert_close(theirs, ours, 0)
+
+
+def test_grid_mask_per_sample_arguments_match_dali(photos):
+    rng = np.random.default_rng(5)
+    n = len(photos)
+    values = {"tile": list(rng.integers(10, 60, n).astype(np.int32)),
+              "ratio": list(rng.uniform(0.2, 0.8, n).astype(np.float32)),
+              "angle": list(rng.uniform(-3, 3, n).astype(np.float32)),
+              "shift_x": list(rng.uniform(-20, 20, n).astype(np.float32)),
+              "shift_y": list(rng.uniform(-20, 20, n).astype(np.float32))}
+    values = {k: [np.array(x) for x in v] for k, v in values.items()}
+
+    def body(f, t, x):
+        feeds = {k: (lambda batch: lambda: batch)(v) for k, v in values.items()}  # no-argument sources
+        return f.grid_mask(x, **{k: f.external_source(source=feed) for k, feed in feeds.items()})
 
     theirs, ours = run_both(photos, body)
     assert_close(theirs, ours, 0)

@@ -218,3 +218,22 @@ def test_erase_fills_only_the_clipped_region_on_ragged_batches():
 def test_erase_errors(kwargs, match):
     with pytest.raises((OpArgumentError, ValueError), match=match):
         run_pipe(lambda x: fn.erase(x, **kwargs), [RGB])
+
+
+# -- grid_mask -------------------------------------------------------------------------------------------
+
+def test_grid_mask_zeroes_the_expected_fraction():
+    img = np.full((200, 300, 3), 50, np.uint8)
+    (out,) = run_pipe(lambda x: fn.grid_mask(x, tile=20, ratio=0.5), [img])
+    assert out[0].dtype == np.uint8 and abs((out[0] == 0).mean() - 0.25) < 1e-9
+    assert (out[0][:10, :10] == 0).all() and (out[0][10:20, 10:20] == 50).all()
+
+
+@pytest.mark.parametrize("kwargs,layout,data,match", [
+    ({"tile": 0}, "HWC", RGB, "fn.grid_mask: argument 'tile' must be > 0, got 0 for sample 0"),
+    ({"ratio": 1.5}, "HWC", RGB, r"fn.grid_mask: argument 'ratio' must be in \[0, 1\]"),
+    ({}, "CHW", RGB, "fn.grid_mask: .*layout"),
+])
+def test_grid_mask_errors(kwargs, layout, data, match):
+    with pytest.raises(ValueError, match=match):
+        run_pipe(lambda x: fn.grid_mask(x, **kwargs), [data], layout=layout)
