@@ -18,4 +18,6 @@ CASES = {
     "noise.salt_and_pepper": lambda fn, images: fn.noise.salt_and_pepper(images, prob=0.1),
     "erase": lambda fn, images: fn.erase(images, anchor=[50, 60, 200, 300], shape=[100, 120, 80, 80]),
     "grid_mask": lambda fn, images: fn.grid_mask(images, tile=40, ratio=0.4, angle=0.3),
+    "equalize": lambda fn, images: fn.equalize(images),
+    "jpeg_compression_distortion": lambda fn, images: fn.jpeg_compression_distortion(images, quality=40),
 }

@@ -18,7 +18,7 @@ from jaxdali import fn, types  # noqa: E402
 
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
-                     "erase", "grid_mask")
+                     "erase", "grid_mask", "equalize", "jpeg_compression_distortion")
 
 
 @pytest.fixture(scope="module")
@@ -294,4 +294,36 @@ def test_grid_mask_per_sample_arguments_match_dali(photos):
         return f.grid_mask(x, **{k: f.external_source(source=feed) for k, feed in feeds.items()})
 
     theirs, ours = run_both(photos, body)
+    assert_close(theirs, ours, 0)
+
+
+# -- equalize, jpeg_compression_distortion ---------------------------------------------------------------
+
+EQUALIZE_CASES = {
+    "hwc": (None, "HWC"),
+    "gray": (lambda p: p[..., :1].copy(), "HWC"),
+    "chw": (lambda p: np.ascontiguousarray(p.transpose(2, 0, 1)), "CHW"),
+    "sequence": (lambda p: np.stack([p[:60, :80], p[-60:, -80:] // 2]), "FHWC"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EQUALIZE_CASES))
+def test_equalize_matches_dali(photos, case):
+    transform, layout = EQUALIZE_CASES[case]
+    batch = [transform(p) for p in photos] if transform else photos
+    theirs, ours = run_both(batch, lambda f, t, x: f.equalize(x), layout=layout)
+    assert_close(theirs, ours, 0)
+
+
+@pytest.mark.parametrize("quality", [1, 30, 50, 95])
+def test_jpeg_compression_distortion_matches_dali(photos, quality):
+    theirs, ours = run_both(photos, lambda f, t, x: f.jpeg_compression_distortion(x, quality=quality))
+    assert_close(theirs, ours, 0)
+
+
+def test_jpeg_compression_distortion_per_sample_quality_and_sequences_match_dali(photos):
+    qualities = [np.array(q, np.int32) for q in (5, 40, 70, 100)]
+    frames = [np.stack([p[:64, :64], p[-64:, -64:]]) for p in photos]
+    theirs, ours = run_both(frames, lambda f, t, x: f.jpeg_compression_distortion(
+        x, quality=f.external_source(source=lambda: qualities)), layout="FHWC")
     assert_close(theirs, ours, 0)

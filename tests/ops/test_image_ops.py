@@ -237,3 +237,38 @@ def test_grid_mask_zeroes_the_expected_fraction():
 def test_grid_mask_errors(kwargs, layout, data, match):
     with pytest.raises(ValueError, match=match):
         run_pipe(lambda x: fn.grid_mask(x, **kwargs), [data], layout=layout)
+
+
+# -- equalize, jpeg_compression_distortion ---------------------------------------------------------------
+
+def test_equalize_spreads_a_narrow_histogram_per_channel():
+    narrow = (100 + RGB // 16).astype(np.uint8)   # values 100..115
+    (out,) = run_pipe(lambda x: fn.equalize(x), [narrow])
+    for c in range(3):
+        assert out[0][..., c].max() == 255 and out[0][..., c].min() < 40
+        # monotone: the order of the values is kept
+        order = np.argsort(narrow[..., c].ravel(), kind="stable")
+        assert (np.diff(out[0][..., c].ravel()[order].astype(int)) >= 0).all()
+
+
+def test_jpeg_compression_distortion_degrades_with_lower_quality():
+    smooth = np.broadcast_to(np.linspace(0, 255, 64, dtype=np.uint8)[None, :, None], (64, 64, 3)).copy()
+    smooth[::7] = 255 - smooth[::7]
+    (low, high) = run_pipe(lambda x: (fn.jpeg_compression_distortion(x, quality=5),
+                                      fn.jpeg_compression_distortion(x, quality=95)), [smooth])
+    err = [np.abs(o[0].astype(int) - smooth).mean() for o in (low, high)]
+    assert err[0] > 2 * err[1] > 0
+
+
+@pytest.mark.parametrize("make,data,error,match", [
+    (lambda x: fn.equalize(x), RGB.astype(np.float32), TypeError, "fn.equalize: input must be uint8"),
+    (lambda x: fn.jpeg_compression_distortion(x), GRAY, ValueError,
+     "fn.jpeg_compression_distortion: expects RGB images .3 channels., sample 0 has 1"),
+    (lambda x: fn.jpeg_compression_distortion(x, quality=0), RGB, ValueError,
+     r"fn.jpeg_compression_distortion: argument 'quality' must be in \[1, 100\], got 0"),
+    (lambda x: fn.jpeg_compression_distortion(x), RGB.astype(np.int16), TypeError,
+     "fn.jpeg_compression_distortion: input must be uint8"),
+])
+def test_equalize_and_jpeg_errors(make, data, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(make, [data])
