@@ -20,4 +20,6 @@ CASES = {
     "grid_mask": lambda fn, images: fn.grid_mask(images, tile=40, ratio=0.4, angle=0.3),
     "equalize": lambda fn, images: fn.equalize(images),
     "jpeg_compression_distortion": lambda fn, images: fn.jpeg_compression_distortion(images, quality=40),
+    "experimental.warp_perspective": lambda fn, images: fn.experimental.warp_perspective(
+        images, matrix=[1.1, 0.1, -5.0, 0.05, 0.9, 3.0, 0.0002, 0.0001, 1.0]),
 }

@@ -18,7 +18,8 @@ from jaxdali import fn, types  # noqa: E402
 
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
-                     "erase", "grid_mask", "equalize", "jpeg_compression_distortion")
+                     "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
+                     "experimental.warp_perspective")
 
 
 @pytest.fixture(scope="module")
@@ -326,4 +327,46 @@ def test_jpeg_compression_distortion_per_sample_quality_and_sequences_match_dali
     frames = [np.stack([p[:64, :64], p[-64:, -64:]]) for p in photos]
     theirs, ours = run_both(frames, lambda f, t, x: f.jpeg_compression_distortion(
         x, quality=f.external_source(source=lambda: qualities)), layout="FHWC")
+    assert_close(theirs, ours, 0)
+
+
+# -- experimental.warp_perspective -----------------------------------------------------------------------
+
+HOMOGRAPHY = [1.1, 0.1, -5.0, 0.05, 0.9, 3.0, 0.0002, 0.0001, 1.0]
+WARP_CASES = {
+    "default": ({}, None, "HWC"),
+    "center": (dict(pixel_origin="center"), None, "HWC"),
+    "nn_forward": (dict(interp_type="INTERP_NN", inverse_map=False), None, "HWC"),
+    "cubic": (dict(interp_type="INTERP_CUBIC"), None, "HWC"),
+    "fill_size": (dict(fill_value=[10, 20, 30], size=[120, 170]), None, "HWC"),
+    "reflect": (dict(border_mode="reflect_101"), None, "HWC"),
+    "wrap": (dict(border_mode="wrap"), None, "HWC"),
+    "float_chw": ({}, lambda p: np.ascontiguousarray(p.transpose(2, 0, 1)).astype(np.float32), "CHW"),
+    "gray_hw": (dict(border_mode="replicate"), lambda p: np.ascontiguousarray(p[..., 0]), "HW"),
+    "sequence": ({}, lambda p: np.stack([p[:80, :90], p[-80:, -90:]]), "FHWC"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WARP_CASES))
+def test_warp_perspective_matches_dali(photos, case):
+    kwargs, transform, layout = WARP_CASES[case]
+    batch = [transform(p) for p in photos] if transform else photos
+
+    def body(f, t, x):
+        kw = dict(kwargs, interp_type=getattr(t, kwargs["interp_type"])) if "interp_type" in kwargs else kwargs
+        return f.experimental.warp_perspective(x, matrix=HOMOGRAPHY, **kw)
+
+    theirs, ours = run_both(batch, body, layout=layout)
+    assert_close(theirs, ours, 0)
+
+
+def test_warp_perspective_matrix_as_input_matches_dali(photos):
+    rng = np.random.default_rng(2)
+    matrices = [np.array(HOMOGRAPHY, np.float32).reshape(3, 3) + rng.normal(0, [[0.05, 0.05, 2]] * 2 + [[1e-4, 1e-4, 0]])
+                .astype(np.float32) for _ in photos]
+
+    def body(f, t, x):
+        return f.experimental.warp_perspective(x, f.external_source(source=lambda: matrices))
+
+    theirs, ours = run_both(photos, body)
     assert_close(theirs, ours, 0)

@@ -272,3 +272,30 @@ def test_jpeg_compression_distortion_degrades_with_lower_quality():
 def test_equalize_and_jpeg_errors(make, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(make, [data])
+
+
+# -- experimental.warp_perspective -----------------------------------------------------------------------
+
+def test_warp_perspective_identity_and_translation():
+    shift = [1, 0, 2, 0, 1, 1, 0, 0, 1]   # output (x, y) samples input (x + 2, y + 1)
+    (same, moved) = run_pipe(lambda x: (fn.experimental.warp_perspective(x, matrix=[1, 0, 0, 0, 1, 0, 0, 0, 1]),
+                                        fn.experimental.warp_perspective(x, matrix=shift, interp_type=types.INTERP_NN)),
+                             [RGB])
+    np.testing.assert_array_equal(same[0], RGB)
+    np.testing.assert_array_equal(moved[0][:-1, :-2], RGB[1:, 2:])
+    assert (moved[0][-1] == 0).all()
+
+
+@pytest.mark.parametrize("kwargs,data,error,match", [
+    ({}, RGB, OpArgumentError, "fn.experimental.warp_perspective: give the matrix"),
+    ({"matrix": [1, 0, 0, 0, 1, 0]}, RGB, ValueError, "must have 9 values .3x3., got 6 for sample 0"),
+    ({"matrix": [1, 0, 0, 0, 1, 0, 0, 0, 1], "size": [5]}, RGB, ValueError, "argument 'size' must be 2"),
+    ({"matrix": [1, 0, 0, 0, 1, 0, 0, 0, 1], "border_mode": "mirror"}, RGB, OpArgumentError, "border_mode"),
+    ({"matrix": [1, 0, 0, 0, 1, 0, 0, 0, 1], "interp_type": types.INTERP_LANCZOS3}, RGB, OpArgumentError,
+     "argument 'interp_type' must be INTERP_NN, INTERP_LINEAR or INTERP_CUBIC"),
+    ({"matrix": [1, 0, 0, 0, 1, 0, 0, 0, 1]}, RGB.astype(np.int32), TypeError, "input type must be uint8"),
+    ({"matrix": [1, 0, 0, 0, 1, 0, 0, 0, 1], "fill_value": [1, 2]}, RGB, ValueError, "'fill_value' has 2 values"),
+])
+def test_warp_perspective_errors(kwargs, data, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(lambda x: fn.experimental.warp_perspective(x, **kwargs), [data])
