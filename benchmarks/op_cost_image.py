@@ -22,4 +22,5 @@ CASES = {
     "jpeg_compression_distortion": lambda fn, images: fn.jpeg_compression_distortion(images, quality=40),
     "experimental.warp_perspective": lambda fn, images: fn.experimental.warp_perspective(
         images, matrix=[1.1, 0.1, -5.0, 0.05, 0.9, 3.0, 0.0002, 0.0001, 1.0]),
+    "laplacian": lambda fn, images: fn.laplacian(images, window_size=5, dtype=types_of(fn).FLOAT),
 }

@@ -19,7 +19,7 @@ from jaxdali import fn, types  # noqa: E402
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
-                     "experimental.warp_perspective")
+                     "experimental.warp_perspective", "laplacian")
 
 
 @pytest.fixture(scope="module")
@@ -369,4 +369,34 @@ def test_warp_perspective_matrix_as_input_matches_dali(photos):
         return f.experimental.warp_perspective(x, f.external_source(source=lambda: matrices))
 
     theirs, ours = run_both(photos, body)
+    assert_close(theirs, ours, 0)
+
+
+# -- laplacian -------------------------------------------------------------------------------------------
+
+LAPLACIAN_CASES = {
+    "default": ({}, None, "HWC"),
+    "float": (dict(dtype="FLOAT"), None, "HWC"),
+    "window5": (dict(window_size=5, dtype="FLOAT"), None, "HWC"),
+    "smoothing": (dict(window_size=3, smoothing_size=5, dtype="FLOAT"), None, "HWC"),
+    "smoothing1": (dict(window_size=5, smoothing_size=1, dtype="FLOAT"), None, "HWC"),
+    "normalized": (dict(window_size=5, normalized_kernel=True), None, "HWC"),
+    "normalized_float": (dict(window_size=7, smoothing_size=3, normalized_kernel=True, dtype="FLOAT"), None, "HWC"),
+    "scale": (dict(window_size=3, scale=0.25), None, "HWC"),
+    "per_axis": (dict(window_size=[3, 5], smoothing_size=[1, 3], scale=[0.5, 0.125], dtype="FLOAT"), None, "HWC"),
+    "chw_int16": (dict(), lambda p: np.ascontiguousarray(p.transpose(2, 0, 1)).astype(np.int16), "CHW"),
+    "sequence": (dict(dtype="FLOAT"), lambda p: np.stack([p[:50, :70], p[-50:, -70:]]), "FHWC"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAPLACIAN_CASES))
+def test_laplacian_matches_dali(photos, case):
+    kwargs, transform, layout = LAPLACIAN_CASES[case]
+    batch = [transform(p) for p in photos] if transform else photos
+
+    def body(f, t, x):
+        kw = dict(kwargs, dtype=getattr(t, kwargs["dtype"])) if "dtype" in kwargs else kwargs
+        return f.laplacian(x, **kw)
+
+    theirs, ours = run_both(batch, body, layout=layout)
     assert_close(theirs, ours, 0)

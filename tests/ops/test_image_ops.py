@@ -299,3 +299,25 @@ def test_warp_perspective_identity_and_translation():
 def test_warp_perspective_errors(kwargs, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(lambda x: fn.experimental.warp_perspective(x, **kwargs), [data])
+
+
+# -- laplacian -------------------------------------------------------------------------------------------
+
+def test_laplacian_of_a_quadratic_ramp_is_constant_inside():
+    y, x = np.mgrid[0:12, 0:15].astype(np.float32)
+    ramp = (x * x + 2 * y * y)[..., None]       # d2/dx2 = 2, d2/dy2 = 4
+    (out,) = run_pipe(lambda v: fn.laplacian(v, window_size=3, smoothing_size=1), [ramp])
+    np.testing.assert_allclose(out[0][2:-2, 2:-2, 0], 6.0)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"window_size": 4}, ValueError, r"fn.laplacian: argument 'window_size' must be odd, in \[3, 23\]"),
+    ({"window_size": 1}, ValueError, "fn.laplacian: argument 'window_size' must be odd"),
+    ({"smoothing_size": 2}, ValueError, "fn.laplacian: argument 'smoothing_size' must be odd"),
+    ({"window_size": [3, 3, 3]}, ValueError, "fn.laplacian: argument 'window_size' has 3 values"),
+    ({"normalized_kernel": True, "scale": 2.0}, OpArgumentError, "'normalized_kernel' and 'scale' cannot both"),
+    ({"dtype": types.INT32}, OpArgumentError, "fn.laplacian: argument 'dtype' must be FLOAT"),
+])
+def test_laplacian_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(lambda x: fn.laplacian(x, **kwargs), [RGB])
