@@ -1,5 +1,6 @@
 """Per-operator cost cases of the image operators of issue 22 (run by ``benchmarks/op_cost.py``)."""
 
+import numpy as np
 from op_cost import types_of
 
 CASES = {
@@ -23,4 +24,6 @@ CASES = {
     "experimental.warp_perspective": lambda fn, images: fn.experimental.warp_perspective(
         images, matrix=[1.1, 0.1, -5.0, 0.05, 0.9, 3.0, 0.0002, 0.0001, 1.0]),
     "laplacian": lambda fn, images: fn.laplacian(images, window_size=5, dtype=types_of(fn).FLOAT),
+    "filter": lambda fn, images: fn.filter(images, fn.external_source(
+        source=lambda: [np.full((5, 5), 1 / 25, np.float32)] * 32)),
 }

@@ -321,3 +321,33 @@ def test_laplacian_of_a_quadratic_ramp_is_constant_inside():
 def test_laplacian_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         run_pipe(lambda x: fn.laplacian(x, **kwargs), [RGB])
+
+
+# -- filter ----------------------------------------------------------------------------------------------
+
+def _with_filter(kernel, **kwargs):
+    return lambda x: fn.filter(x, fn.external_source(source=lambda: [np.asarray(kernel, np.float32)]), **kwargs)
+
+
+def test_filter_identity_shift_and_valid_mode():
+    (same, shifted, valid) = run_pipe(lambda x: (_with_filter([[0, 0, 0], [0, 1, 0], [0, 0, 0]])(x),
+                                                 _with_filter([[0, 0, 0], [0, 0, 1], [0, 0, 0]])(x),
+                                                 _with_filter(np.ones((3, 3)) / 9, mode="valid",
+                                                              dtype=types.FLOAT)(x)), [RGB])
+    np.testing.assert_array_equal(same[0], RGB)
+    np.testing.assert_array_equal(shifted[0][:, :-1], RGB[:, 1:])     # correlation: not flipped
+    assert valid[0].shape == (4, 5, 3) and valid[0].dtype == np.float32
+    np.testing.assert_allclose(valid[0][0, 0], RGB[:3, :3].reshape(-1, 3).mean(0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda x: fn.filter(x), "fn.filter: needs the filter as its second input|expects at least 2 inputs|input"),
+    (_with_filter([1, 2, 3]), "fn.filter: the filter must be a non-empty 2-D array, got shape \\(3,\\)"),
+    (_with_filter(np.ones((3, 3)), anchor=[3, 0]), "fn.filter: argument 'anchor' \\[3, 0\\] lies outside"),
+    (_with_filter(np.ones((3, 3)), dtype=types.INT32), "fn.filter: argument 'dtype' must be FLOAT or the input"),
+    (_with_filter(np.ones((9, 9)), mode="valid"), "fn.filter: the filter \\(9, 9\\) is larger than sample 0"),
+    (_with_filter(np.ones((3, 3)), border="mirror"), "fn.filter.*border"),
+])
+def test_filter_errors(make, match):
+    with pytest.raises((OpArgumentError, ValueError, TypeError), match=match):
+        run_pipe(make, [RGB])

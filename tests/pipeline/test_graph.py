@@ -526,6 +526,8 @@ DALI_ARGUMENT_INPUTS = {
     "jpeg_compression_distortion": {"quality"},
     "experimental.warp_perspective": {"matrix", "size"},
     "laplacian": {"window_size", "smoothing_size", "scale"},
+    "filter": {"anchor"},
+    "experimental.filter": {"anchor"},
     "resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
                "roi_end", "interp_type", "min_filter", "mag_filter"},
     "random_resized_crop": {"interp_type", "min_filter", "mag_filter"},
@@ -681,6 +683,8 @@ ARGUMENT_INPUT_CASES = [
     ("laplacian", IMG, "HWC", {"dtype": types.FLOAT}, "window_size", [5], [3], I32),
     ("laplacian", IMG, "HWC", {"dtype": types.FLOAT}, "smoothing_size", [1], [3], I32),
     ("laplacian", IMG, "HWC", {"dtype": types.FLOAT}, "scale", [0.5], [1.0], F32),
+    ("filter", (IMG, np.arange(9, dtype=F32).reshape(3, 3) / 36), "HWC", {}, "anchor", [0, 0], [1, 1], I32),
+    ("experimental.filter", (IMG, np.arange(9, dtype=F32).reshape(3, 3) / 36), "HWC", {}, "anchor", [0, 0], [2, 1], I32),
     ("resize", IMG, "HWC", {}, "resize_x", 4.0, 6.0, F32),
     ("resize", IMG, "HWC", {}, "resize_y", 3.0, 5.0, F32),
     ("resize", VOL, "DHWC", {"resize_x": 4, "resize_y": 3}, "resize_z", 2.0, 3.0, F32),
@@ -736,6 +740,8 @@ def test_argument_given_as_a_node_equals_the_constant(op, data, layout, fixed, a
 
     def graph():
         inputs = [] if data is None else [data if isinstance(data, list) else source(data, data, layout=layout)]
+        if isinstance(data, tuple):  # several inputs, the first one with the layout
+            inputs = [source(d, d, layout=layout if k == 0 else "") for k, d in enumerate(data)]
         node = fn.external_source(source=lambda: [np.asarray(value, dtype)] * 2)
         with_node = func(*inputs, **fixed, **seeded, **{arg: node})
         with_constant = func(*inputs, **fixed, **seeded, **{arg: value})
