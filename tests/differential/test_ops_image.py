@@ -19,7 +19,8 @@ from jaxdali import fn, types  # noqa: E402
 COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space_conversion",
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
-                     "experimental.warp_perspective", "laplacian", "filter", "experimental.filter")
+                     "experimental.warp_perspective", "laplacian", "filter", "experimental.filter",
+                     "experimental.equalize")
 
 
 @pytest.fixture(scope="module")
@@ -313,6 +314,11 @@ def test_equalize_matches_dali(photos, case):
     transform, layout = EQUALIZE_CASES[case]
     batch = [transform(p) for p in photos] if transform else photos
     theirs, ours = run_both(batch, lambda f, t, x: f.equalize(x), layout=layout)
+    assert_close(theirs, ours, 0)
+
+
+def test_experimental_equalize_matches_dali(photos):
+    theirs, ours = run_both(photos[:2], lambda f, t, x: f.experimental.equalize(x))
     assert_close(theirs, ours, 0)
 
 

@@ -523,6 +523,7 @@ DALI_ARGUMENT_INPUTS = {
     "erase": {"anchor", "shape", "fill_value"},
     "grid_mask": {"tile", "ratio", "angle", "shift_x", "shift_y"},
     "equalize": set(),
+    "experimental.equalize": set(),
     "jpeg_compression_distortion": {"quality"},
     "experimental.warp_perspective": {"matrix", "size"},
     "laplacian": {"window_size", "smoothing_size", "scale"},

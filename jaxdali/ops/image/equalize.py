@@ -15,7 +15,7 @@ from jaxdali.ops.schema import OpSchema, register
 from jaxdali.pipeline.device_stage import owned_empty
 from jaxdali.pipeline.tensors import TensorListCPU
 
-__all__ = ["EQUALIZE"]
+__all__ = ["EQUALIZE", "EXPERIMENTAL_EQUALIZE"]
 
 _OP = "equalize"
 
@@ -54,8 +54,8 @@ class Equalize(Operator):
         return TensorListCPU(dense if dense is not None else outs, layout)
 
 
-EQUALIZE = register(OpSchema(
-    name=_OP, impl=Equalize, devices=("cpu", "gpu"),
-    doc="Histogram equalisation of uint8 images (HW, HWC, CHW) and sequences (F...): every channel of every "
-        "frame is equalised on its own. Equal to DALI 2.4.\n\n.. note:: With device='gpu' it runs on the host.",
-))
+_DOC = ("Histogram equalisation of uint8 images (HW, HWC, CHW) and sequences (F...): every channel of every "
+        "frame is equalised on its own. Equal to DALI 2.4.\n\n.. note:: With device='gpu' it runs on the host.")
+EQUALIZE = register(OpSchema(name=_OP, impl=Equalize, devices=("cpu", "gpu"), doc=_DOC))
+EXPERIMENTAL_EQUALIZE = register(OpSchema(name="experimental.equalize", impl=Equalize, devices=("cpu", "gpu"),
+                                          doc="The experimental name of fn.equalize. " + _DOC))

@@ -3,7 +3,8 @@
 
 Each plane is padded as ``border`` says (``cv2.copyMakeBorder``: every DALI border, the constant one
 with the optional third input as its value) and correlated with ``cv2.filter2D`` in float32, then
-converted to the output type (integers round and saturate). ``mode="valid"`` keeps only the
+converted to the output type (integers round and saturate). Where OpenCV pads by itself and writes the
+output type, one ``cv2.filter2D`` call per plane does everything. ``mode="valid"`` keeps only the
 positions where the filter lies inside the sample.
 """
 
@@ -24,7 +25,8 @@ __all__ = ["FILTER", "EXPERIMENTAL_FILTER"]
 
 _BORDERS = {"reflect_101": cv2.BORDER_REFLECT_101, "reflect_1001": cv2.BORDER_REFLECT, "wrap": cv2.BORDER_WRAP,
             "clamp": cv2.BORDER_REPLICATE, "constant": cv2.BORDER_CONSTANT}
-_CV_INPUTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int16), np.dtype(np.float32))
+_CV_DEPTHS = {np.dtype(np.uint8): cv2.CV_8U, np.dtype(np.uint16): cv2.CV_16U, np.dtype(np.int16): cv2.CV_16S,
+              np.dtype(np.float32): cv2.CV_32F}
 
 
 class Filter(Operator):
@@ -85,21 +87,28 @@ class Filter(Operator):
         outs = [dense[i] if dense is not None else np.empty(s, out_dtype) for i, s in enumerate(out_shapes)]
         samples = x.samples()
 
+        direct_depth = _CV_DEPTHS.get(out_dtype) if x.np_dtype in _CV_DEPTHS else None
+
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
                 if not outs[i].size:
                     continue
                 src = np.ascontiguousarray(samples[i])
-                if src.dtype not in _CV_INPUTS:
+                if src.dtype not in _CV_DEPTHS:
                     src = src.astype(np.float32)
                 kernel, (a_h, a_w) = kernels[i], anchors[i]
-                k_h, k_w = kernel.shape
-                out_h, out_w = out_shapes[i][h_axis:h_axis + 2]
+                # OpenCV pads by itself except for wrap and a non-zero constant
+                native = self._border != cv2.BORDER_WRAP and fill_values[i] == 0
                 for s, d in zip(planes(src, layout), planes(outs[i], layout)):
+                    if native and not self._valid and direct_depth is not None:
+                        cv2.filter2D(s, direct_depth, kernel, dst=d if d.ndim == 2 or d.shape[2] > 1 else d[..., 0],
+                                     anchor=(a_w, a_h), borderType=self._border)
+                        continue
                     if not self._valid:
-                        s = cv2.copyMakeBorder(s, a_h, k_h - 1 - a_h, a_w, k_w - 1 - a_w, self._border,
-                                               value=(fill_values[i],) * 4)
+                        s = cv2.copyMakeBorder(s, a_h, kernel.shape[0] - 1 - a_h, a_w, kernel.shape[1] - 1 - a_w,
+                                               self._border, value=(fill_values[i],) * 4)
                     corr = cv2.filter2D(s, cv2.CV_32F, kernel, anchor=(0, 0), borderType=cv2.BORDER_REPLICATE)
+                    out_h, out_w = d.shape[:2]
                     d[...] = convert(corr.reshape(s.shape[:2] + d.shape[2:])[:out_h, :out_w], d.dtype)
 
         ctx.parallel_for(work, n)
