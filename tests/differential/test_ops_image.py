@@ -20,7 +20,7 @@ COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
                      "experimental.warp_perspective", "laplacian", "filter", "experimental.filter",
-                     "experimental.equalize")
+                     "experimental.equalize", "debayer", "experimental.debayer")
 
 
 @pytest.fixture(scope="module")
@@ -447,3 +447,32 @@ def test_experimental_filter_on_sequences_matches_dali(photos):
     theirs, ours = run_both(frames, lambda f, t, x: f.experimental.filter(
         x, f.external_source(source=lambda: _KERNELS), dtype=t.FLOAT), layout="FHWC")
     assert_close(theirs, ours, 2e-3)
+
+
+# -- debayer ---------------------------------------------------------------------------------------------
+
+def _mosaic(rgb: np.ndarray, blue: tuple[int, int]) -> np.ndarray:
+    """The Bayer mosaic of an RGB photo whose 2x2 tile has blue at ``blue`` (row, column)."""
+    by, bx = blue
+    rgb = rgb[: rgb.shape[0] // 2 * 2, : rgb.shape[1] // 2 * 2]
+    m = rgb[..., 1].copy()
+    m[by::2, bx::2] = rgb[by::2, bx::2, 2]
+    m[1 - by::2, 1 - bx::2] = rgb[1 - by::2, 1 - bx::2, 0]
+    return m
+
+
+@pytest.mark.parametrize("algorithm", ["default", "edgeaware_ocv", "vng_ocv", "gray_ocv"])
+def test_debayer_matches_dali(photos, algorithm):
+    blues = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    mosaics = [_mosaic(p, b)[..., None] for p, b in zip(photos, blues)]
+    positions = [np.array(b, np.int32) for b in blues]
+    theirs, ours = run_both(mosaics, lambda f, t, x: f.debayer(
+        x, blue_position=f.external_source(source=lambda: positions), algorithm=algorithm))
+    assert_close(theirs, ours, 0)
+
+
+def test_experimental_debayer_uint16_sequences_match_dali(photos):
+    frames = [np.stack([_mosaic(p, (1, 0))[:40, :60], _mosaic(p, (1, 0))[-40:, -60:]]).astype(np.uint16) * 250
+              for p in photos[:2]]
+    theirs, ours = run_both(frames, lambda f, t, x: f.experimental.debayer(x, blue_position=[1, 0]), layout="FHW")
+    assert_close(theirs, ours, 0)

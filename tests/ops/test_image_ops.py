@@ -351,3 +351,26 @@ def test_filter_identity_shift_and_valid_mode():
 def test_filter_errors(make, match):
     with pytest.raises((OpArgumentError, ValueError, TypeError), match=match):
         run_pipe(make, [RGB])
+
+
+# -- debayer ---------------------------------------------------------------------------------------------
+
+def test_debayer_of_a_grey_mosaic_is_grey():
+    flat = np.full((8, 10), 90, np.uint8)
+    (rgb, gray) = run_pipe(lambda x: (fn.debayer(x, blue_position=[0, 1]),
+                                      fn.debayer(x, blue_position=[0, 1], algorithm="gray_ocv")), [flat], layout="HW")
+    assert rgb[0].shape == (8, 10, 3) and (rgb[0] == 90).all()
+    assert gray[0].shape == (8, 10, 1) and (gray[0] == 90).all()
+
+
+@pytest.mark.parametrize("kwargs,data,layout,error,match", [
+    ({"blue_position": [0, 2]}, GRAY, "HWC", ValueError, "fn.debayer: argument 'blue_position' must be 2 values"),
+    ({"blue_position": [0, 0]}, RGB, "HWC", ValueError, "fn.debayer: expects single-channel mosaics, sample 0 has 3"),
+    ({"blue_position": [0, 0]}, GRAY.astype(np.float32), "HWC", TypeError, "fn.debayer: input must be uint8 or"),
+    ({"blue_position": [0, 0], "algorithm": "vng_ocv"}, GRAY.astype(np.uint16), "HWC", TypeError, "vng_ocv"),
+    ({"blue_position": [0, 0], "algorithm": "bilinear_npp"}, GRAY, "HWC", OpArgumentError, "algorithm"),
+    ({}, GRAY, "HWC", OpArgumentError, "fn.debayer.*blue_position"),
+])
+def test_debayer_errors(kwargs, data, layout, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(lambda x: fn.debayer(x, **kwargs), [data], layout=layout)
