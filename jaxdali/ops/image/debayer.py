@@ -56,6 +56,10 @@ class Debayer(Operator):
             if frame_axes == 3 and shape[-1] != 1:
                 raise ValueError(f"fn.{self.op}: expects single-channel mosaics, {sample_name(x, i)} has "
                                  f"{shape[-1]} channels")
+            h, w = shape[len(shape) - frame_axes:][:2]
+            if h % 2 or w % 2:
+                raise ValueError(f"fn.{self.op}: the height and width of a mosaic must be even, {sample_name(x, i)} "
+                                 f"is {h} x {w}")
         codes = [bayer_code(self._blue(args, i, sample_name(x, i)), self._algorithm) for i in range(n)]
         out_shapes = [s[:len(s) - frame_axes] + s[len(s) - frame_axes:][:2] + (self._channels,) for s in shapes]
         dense = owned_empty((n,) + out_shapes[0], x.np_dtype) if n and len(set(out_shapes)) == 1 else None
