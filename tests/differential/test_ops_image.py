@@ -20,7 +20,7 @@ COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
                      "experimental.warp_perspective", "laplacian", "filter", "experimental.filter",
-                     "experimental.equalize", "debayer", "experimental.debayer")
+                     "experimental.equalize", "debayer", "experimental.debayer", "clahe")
 
 
 @pytest.fixture(scope="module")
@@ -475,4 +475,15 @@ def test_experimental_debayer_uint16_sequences_match_dali(photos):
     frames = [np.stack([_mosaic(p, (1, 0))[:40, :60], _mosaic(p, (1, 0))[-40:, -60:]]).astype(np.uint16) * 250
               for p in photos[:2]]
     theirs, ours = run_both(frames, lambda f, t, x: f.experimental.debayer(x, blue_position=[1, 0]), layout="FHW")
+    assert_close(theirs, ours, 0)
+
+
+# -- clahe -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,gray", [(dict(tiles_x=8, tiles_y=8, clip_limit=2.0), False),
+                                         (dict(tiles_x=4, tiles_y=6, clip_limit=4.0, luma_only=False), False),
+                                         (dict(tiles_x=3, tiles_y=5, clip_limit=1.5), True)])
+def test_clahe_matches_dali(photos, kwargs, gray):
+    batch = [p[..., 1:2].copy() for p in photos] if gray else photos
+    theirs, ours = run_both(batch, lambda f, t, x: f.clahe(x, **kwargs))
     assert_close(theirs, ours, 0)

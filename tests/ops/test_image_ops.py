@@ -376,3 +376,24 @@ def test_debayer_of_a_grey_mosaic_is_grey():
 def test_debayer_errors(kwargs, data, layout, error, match):
     with pytest.raises(error, match=match):
         run_pipe(lambda x: fn.debayer(x, **kwargs), [data], layout=layout)
+
+
+# -- clahe -----------------------------------------------------------------------------------------------
+
+def test_clahe_raises_local_contrast_of_a_dim_image():
+    dim = (60 + RGB[..., 0] // 8).astype(np.uint8)   # values 60..91
+    (out,) = run_pipe(lambda x: fn.clahe(x, tiles_x=2, tiles_y=2, clip_limit=40.0), [dim], layout="HW")
+    assert out[0].shape == dim.shape and int(out[0].max()) - int(out[0].min()) > 2 * (int(dim.max()) - int(dim.min()))
+
+
+@pytest.mark.parametrize("kwargs,data,error,match", [
+    ({"tiles_x": 2, "tiles_y": 2, "clip_limit": 2.0, "bins": 128}, RGB, OpArgumentError, "'bins' must be 256"),
+    ({"tiles_x": 0, "tiles_y": 2, "clip_limit": 2.0}, RGB, OpArgumentError, "fn.clahe: argument 'tiles_x' must be"),
+    ({"tiles_x": 2, "tiles_y": 2, "clip_limit": 0.0}, RGB, OpArgumentError, "'clip_limit' must be > 0"),
+    ({"tiles_x": 2, "tiles_y": 2, "clip_limit": 2.0}, RGB.astype(np.float32), TypeError, "input must be uint8"),
+    ({"tiles_x": 2, "tiles_y": 2, "clip_limit": 2.0}, RGB[..., :2], ValueError, "expects 1 or 3 channels"),
+    ({"tiles_x": 2, "tiles_y": 2}, RGB, OpArgumentError, "fn.clahe.*clip_limit"),
+])
+def test_clahe_errors(kwargs, data, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(lambda x: fn.clahe(x, **kwargs), [data])

@@ -529,6 +529,7 @@ DALI_ARGUMENT_INPUTS = {
     "laplacian": {"window_size", "smoothing_size", "scale"},
     "filter": {"anchor"},
     "debayer": {"blue_position"},
+    "clahe": set(),
     "experimental.debayer": {"blue_position"},
     "experimental.filter": {"anchor"},
     "resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
