@@ -28,4 +28,5 @@ CASES = {
         source=lambda: [np.full((5, 5), 1 / 25, np.float32)] * 32)),
     "debayer": lambda fn, images: fn.debayer(images[:374, :, 0:1], blue_position=[0, 0]),
     "clahe": lambda fn, images: fn.clahe(images, tiles_x=8, tiles_y=8, clip_limit=2.0),
+    "paste": lambda fn, images: fn.paste(images, ratio=1.5, fill_value=[124, 116, 104]),
 }

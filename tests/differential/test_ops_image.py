@@ -20,7 +20,7 @@ COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
                      "experimental.warp_perspective", "laplacian", "filter", "experimental.filter",
-                     "experimental.equalize", "debayer", "experimental.debayer", "clahe")
+                     "experimental.equalize", "debayer", "experimental.debayer", "clahe", "paste")
 
 
 @pytest.fixture(scope="module")
@@ -486,4 +486,32 @@ def test_experimental_debayer_uint16_sequences_match_dali(photos):
 def test_clahe_matches_dali(photos, kwargs, gray):
     batch = [p[..., 1:2].copy() for p in photos] if gray else photos
     theirs, ours = run_both(batch, lambda f, t, x: f.clahe(x, **kwargs))
+    assert_close(theirs, ours, 0)
+
+
+# -- paste -----------------------------------------------------------------------------------------------
+
+PASTE_CASES = {
+    "centre": dict(ratio=2.0, fill_value=[1, 2, 3]),
+    "corner": dict(ratio=1.5, paste_x=0.0, paste_y=1.0, fill_value=0),
+    "fractional": dict(ratio=1.7, paste_x=0.3, paste_y=0.6, fill_value=77),
+    "min_canvas": dict(ratio=1.0, min_canvas_size=600.0, fill_value=5),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PASTE_CASES))
+def test_paste_matches_dali(photos, case):
+    theirs, ours = run_both(photos, lambda f, t, x: f.paste(x, **PASTE_CASES[case]))
+    assert_close(theirs, ours, 0)
+
+
+def test_paste_per_sample_arguments_match_dali(photos):
+    ratios = [np.array(r, np.float32) for r in (1.0, 1.33, 2.5, 3.1)]
+    xs = [np.array(v, np.float32) for v in (0.1, 0.9, 0.5, 0.77)]
+
+    def body(f, t, x):
+        return f.paste(x, ratio=f.external_source(source=lambda: ratios), paste_x=f.external_source(source=lambda: xs),
+                       paste_y=f.external_source(source=lambda: xs[::-1]), fill_value=[9, 8, 7])
+
+    theirs, ours = run_both(photos, body)
     assert_close(theirs, ours, 0)

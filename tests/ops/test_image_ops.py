@@ -397,3 +397,24 @@ def test_clahe_raises_local_contrast_of_a_dim_image():
 def test_clahe_errors(kwargs, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(lambda x: fn.clahe(x, **kwargs), [data])
+
+
+# -- paste -----------------------------------------------------------------------------------------------
+
+def test_paste_places_the_image_on_the_canvas():
+    (out,) = run_pipe(lambda x: fn.paste(x, ratio=2.0, paste_x=1.0, paste_y=0.0, fill_value=[1, 2, 3]), [RGB])
+    assert out[0].shape == (12, 14, 3)
+    np.testing.assert_array_equal(out[0][:6, 7:], RGB)
+    assert (out[0][6:] == [1, 2, 3]).all() and (out[0][:, :7] == [1, 2, 3]).all()
+
+
+@pytest.mark.parametrize("kwargs,data,error,match", [
+    ({"ratio": 0.5, "fill_value": 0}, RGB, ValueError, "fn.paste: argument 'ratio' must be >= 1, got 0.5"),
+    ({"ratio": 2.0, "fill_value": 0, "paste_x": 1.5}, RGB, ValueError, r"'paste_x' must be in \[0, 1\]"),
+    ({"ratio": 2.0, "fill_value": [1, 2]}, RGB, ValueError, "'fill_value' must have 1 or n_channels=3 values"),
+    ({"ratio": 2.0, "fill_value": 0}, GRAY, ValueError, "fn.paste: sample 0 has 1 channels, n_channels is 3"),
+    ({"ratio": 2.0}, RGB, OpArgumentError, "fn.paste.*fill_value"),
+])
+def test_paste_errors(kwargs, data, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(lambda x: fn.paste(x, **kwargs), [data])
