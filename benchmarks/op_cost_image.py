@@ -29,4 +29,6 @@ CASES = {
     "debayer": lambda fn, images: fn.debayer(images[:374, :, 0:1], blue_position=[0, 0]),
     "clahe": lambda fn, images: fn.clahe(images, tiles_x=8, tiles_y=8, clip_limit=2.0),
     "paste": lambda fn, images: fn.paste(images, ratio=1.5, fill_value=[124, 116, 104]),
+    "water": lambda fn, images: fn.water(images),
+    "sphere": lambda fn, images: fn.sphere(images),
 }

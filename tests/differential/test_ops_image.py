@@ -20,7 +20,8 @@ COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space
                      "gaussian_blur", "noise.gaussian", "noise.shot", "noise.salt_and_pepper",
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
                      "experimental.warp_perspective", "laplacian", "filter", "experimental.filter",
-                     "experimental.equalize", "debayer", "experimental.debayer", "clahe", "paste")
+                     "experimental.equalize", "debayer", "experimental.debayer", "clahe", "paste",
+                     "water", "sphere")
 
 
 @pytest.fixture(scope="module")
@@ -515,3 +516,30 @@ def test_paste_per_sample_arguments_match_dali(photos):
 
     theirs, ours = run_both(photos, body)
     assert_close(theirs, ours, 0)
+
+
+# -- water, sphere ---------------------------------------------------------------------------------------
+
+DISPLACE_CASES = {
+    "water": dict(),
+    "water_waves": dict(ampl_x=5.0, ampl_y=3.0, freq_x=0.1, freq_y=0.03, phase_x=1.0, phase_y=-2.0, fill_value=40.0),
+    "water_linear": dict(interp_type="INTERP_LINEAR"),
+    "sphere": dict(),
+    "sphere_linear": dict(interp_type="INTERP_LINEAR", fill_value=200.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DISPLACE_CASES))
+def test_water_and_sphere_match_dali(photos, case):
+    kwargs = DISPLACE_CASES[case]
+    op = case.split("_")[0]
+    masks = [np.array(m, np.int32) for m in (1, 0, 1, 1)]
+
+    def body(f, t, x):
+        kw = dict(kwargs, interp_type=getattr(t, kwargs["interp_type"])) if "interp_type" in kwargs else kwargs
+        return getattr(f, op)(x, mask=f.external_source(source=lambda: masks), **kw)
+
+    theirs, ours = run_both(photos, body)
+    # nearest: exact; linear: OpenCV's fixed-point weights
+    assert_close(theirs, ours, 1 if "linear" in case else 0)
+    np.testing.assert_array_equal(ours[0][1], photos[1])   # mask 0: unchanged

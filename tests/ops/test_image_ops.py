@@ -418,3 +418,22 @@ def test_paste_places_the_image_on_the_canvas():
 def test_paste_errors(kwargs, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(lambda x: fn.paste(x, **kwargs), [data])
+
+
+# -- water, sphere ---------------------------------------------------------------------------------------
+
+def test_water_without_amplitude_keeps_the_image_and_sphere_its_centre():
+    (still, lens) = run_pipe(lambda x: (fn.water(x, ampl_x=0.0, ampl_y=0.0), fn.sphere(x)), [RGB])
+    np.testing.assert_array_equal(still[0], RGB)
+    assert lens[0].shape == RGB.shape and (lens[0][3, 3] == RGB[3, 3]).all() and not np.array_equal(lens[0], RGB)
+
+
+@pytest.mark.parametrize("make,data,error,match", [
+    (lambda x: fn.water(x, interp_type=types.INTERP_CUBIC), RGB, OpArgumentError,
+     "fn.water: argument 'interp_type' must be INTERP_NN or INTERP_LINEAR"),
+    (lambda x: fn.sphere(x), np.zeros((4, 4, 5), np.uint8), ValueError, "fn.sphere: at most 4 channels"),
+    (lambda x: fn.sphere(x, mask="yes"), RGB, OpArgumentError, "fn.sphere: argument 'mask'"),
+])
+def test_water_and_sphere_errors(make, data, error, match):
+    with pytest.raises(error, match=match):
+        run_pipe(make, [data])
