@@ -31,4 +31,5 @@ CASES = {
     "paste": lambda fn, images: fn.paste(images, ratio=1.5, fill_value=[124, 116, 104]),
     "water": lambda fn, images: fn.water(images),
     "sphere": lambda fn, images: fn.sphere(images),
+    "multi_paste": lambda fn, images: fn.multi_paste(images, in_ids=[0, 1], output_size=[375, 500]),
 }

@@ -21,7 +21,7 @@ COVERED_OPERATORS = ("brightness", "contrast", "hue", "saturation", "color_space
                      "erase", "grid_mask", "equalize", "jpeg_compression_distortion",
                      "experimental.warp_perspective", "laplacian", "filter", "experimental.filter",
                      "experimental.equalize", "debayer", "experimental.debayer", "clahe", "paste",
-                     "water", "sphere")
+                     "water", "sphere", "multi_paste")
 
 
 @pytest.fixture(scope="module")
@@ -543,3 +543,42 @@ def test_water_and_sphere_match_dali(photos, case):
     # nearest: exact; linear: OpenCV's fixed-point weights
     assert_close(theirs, ours, 1 if "linear" in case else 0)
     np.testing.assert_array_equal(ours[0][1], photos[1])   # mask 0: unchanged
+
+
+# -- multi_paste -----------------------------------------------------------------------------------------
+
+def _crops(photos):
+    return [np.ascontiguousarray(p[:100, :120]) for p in photos]
+
+
+def test_multi_paste_by_ids_matches_dali(photos):
+    batch = _crops(photos)
+    ids = [np.array(v, np.int32) for v in ([0, 1], [2], [3, 0, 1], [1, 1])]
+    in_anchors = [np.array(v, np.int32) for v in ([[0, 0], [10, 20]], [[5, 5]], [[0, 0], [50, 60], [1, 2]],
+                                                  [[0, 0], [30, 30]])]
+    shapes = [np.array(v, np.int32) for v in ([[50, 60], [40, 40]], [[90, 100]], [[10, 10], [50, 60], [20, 30]],
+                                              [[70, 90], [30, 40]])]
+    out_anchors = [np.array(v, np.int32) for v in ([[0, 0], [60, 70]], [[3, 4]], [[0, 0], [20, 30], [45, 50]],
+                                                   [[10, 10], [5, 70]])]
+
+    def body(f, t, x):
+        es = lambda v: f.external_source(source=lambda: v)  # noqa: E731
+        return f.multi_paste(x, in_ids=es(ids), in_anchors=es(in_anchors), shapes=es(shapes),
+                             out_anchors=es(out_anchors), output_size=[110, 130])
+
+    theirs, ours = run_both(batch, body)
+    assert_close(theirs, ours, 0)
+
+
+def test_multi_paste_of_two_inputs_relative_matches_dali(photos):
+    batch = _crops(photos)
+    rel = [np.array([[0.25, 0.5], [0.1, 0.3]], np.float32)] * len(batch)
+    shapes = [np.array([[0.5, 0.4], [0.33, 0.6]], np.float32)] * len(batch)
+
+    def body(f, t, x):
+        es = lambda v: f.external_source(source=lambda: v)  # noqa: E731
+        return f.multi_paste(x, f.flip(x), in_anchors_rel=es(rel), shapes_rel=es(shapes), out_anchors_rel=es(rel),
+                             dtype=t.FLOAT)
+
+    theirs, ours = run_both(batch, body)
+    assert_close(theirs, ours, 0)

@@ -437,3 +437,29 @@ def test_water_without_amplitude_keeps_the_image_and_sphere_its_centre():
 def test_water_and_sphere_errors(make, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(make, [data])
+
+
+# -- multi_paste -----------------------------------------------------------------------------------------
+
+def test_multi_paste_later_pastes_cover_earlier_ones():
+    def make(x):
+        return fn.multi_paste(x, in_ids=[0, 1], in_anchors=[0, 0, 0, 0], shapes=[4, 4, 2, 2],
+                              out_anchors=[0, 0, 1, 1], output_size=[5, 6])
+
+    other = (255 - RGB).astype(np.uint8)
+    (out,) = run_pipe(make, [RGB, other])
+    expected = np.zeros((5, 6, 3), np.uint8)
+    expected[:4, :4] = RGB[:4, :4]
+    expected[1:3, 1:3] = other[:2, :2]
+    np.testing.assert_array_equal(out[0], expected)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"in_ids": [0], "shapes": [9, 9]}, "fn.multi_paste: paste 0 of output sample 0 does not fit"),
+    ({"in_ids": [3]}, "fn.multi_paste: 'in_ids' of output sample 0 has \\[3\\], outside the batch of 1"),
+    ({"in_anchors": [0, 0], "in_anchors_rel": [0.5, 0.5]}, "'in_anchors' and 'in_anchors_rel' are mutually"),
+    ({"in_ids": [0], "out_anchors": [-1, 0]}, "paste 0 of output sample 0 does not fit"),
+])
+def test_multi_paste_errors(kwargs, match):
+    with pytest.raises((OpArgumentError, ValueError), match=match):
+        run_pipe(lambda x: fn.multi_paste(x, **kwargs), [RGB])
