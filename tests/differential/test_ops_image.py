@@ -56,9 +56,13 @@ def run_both(batch: list[np.ndarray], body, layout: str = "HWC", device: bool = 
 
         p = pipe()
         p.build()
-        outs = p.run()
-        results.append([[np.asarray(tl.as_cpu().at(i) if hasattr(tl, "as_cpu") else tl.at(i))
-                         for i in range(len(tl))] for tl in outs])
+        try:
+            outs = p.run()
+            results.append([[np.asarray(tl.as_cpu().at(i) if hasattr(tl, "as_cpu") else tl.at(i))
+                             for i in range(len(tl))] for tl in outs])
+        finally:
+            if lib == "jaxdali":  # its worker threads stop now, not at garbage collection
+                p.close()
     theirs, ours = results
     if device:
         half = len(ours) // 2
@@ -369,8 +373,9 @@ def test_warp_perspective_matches_dali(photos, case):
 
 def test_warp_perspective_matrix_as_input_matches_dali(photos):
     rng = np.random.default_rng(2)
-    matrices = [np.array(HOMOGRAPHY, np.float32).reshape(3, 3) + rng.normal(0, [[0.05, 0.05, 2]] * 2 + [[1e-4, 1e-4, 0]])
-                .astype(np.float32) for _ in photos]
+    spread = [[0.05, 0.05, 2]] * 2 + [[1e-4, 1e-4, 0]]
+    matrices = [np.array(HOMOGRAPHY, np.float32).reshape(3, 3) + rng.normal(0, spread).astype(np.float32)
+                for _ in photos]
 
     def body(f, t, x):
         return f.experimental.warp_perspective(x, f.external_source(source=lambda: matrices))

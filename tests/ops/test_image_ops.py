@@ -364,8 +364,10 @@ def test_debayer_of_a_grey_mosaic_is_grey():
 
 
 @pytest.mark.parametrize("kwargs,data,layout,error,match", [
-    ({"blue_position": [0, 2]}, GRAY[:, :6], "HWC", ValueError, "fn.debayer: argument 'blue_position' must be 2 values"),
-    ({"blue_position": [0, 0]}, RGB[:, :6], "HWC", ValueError, "fn.debayer: expects single-channel mosaics, sample 0 has 3"),
+    ({"blue_position": [0, 2]}, GRAY[:, :6], "HWC", ValueError,
+     "fn.debayer: argument 'blue_position' must be 2 values"),
+    ({"blue_position": [0, 0]}, RGB[:, :6], "HWC", ValueError,
+     "fn.debayer: expects single-channel mosaics, sample 0 has 3"),
     ({"blue_position": [0, 0]}, GRAY.astype(np.float32), "HWC", TypeError, "fn.debayer: input must be uint8 or"),
     ({"blue_position": [0, 0], "algorithm": "vng_ocv"}, GRAY.astype(np.uint16), "HWC", TypeError, "vng_ocv"),
     ({"blue_position": [0, 0], "algorithm": "bilinear_npp"}, GRAY, "HWC", OpArgumentError, "algorithm"),
