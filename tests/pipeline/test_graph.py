@@ -511,6 +511,32 @@ DALI_ARGUMENT_INPUTS = {
     "brightness_contrast": {"brightness", "brightness_shift", "contrast", "contrast_center"},
     "hsv": {"hue", "saturation", "value"},
     "color_twist": {"brightness", "contrast", "hue", "saturation"},
+    "brightness": {"brightness", "brightness_shift"},
+    "contrast": {"contrast", "contrast_center"},
+    "hue": {"hue"},
+    "saturation": {"saturation"},
+    "color_space_conversion": set(),
+    "gaussian_blur": {"sigma", "window_size"},
+    "noise.gaussian": {"mean", "stddev"},
+    "noise.shot": {"factor"},
+    "noise.salt_and_pepper": {"prob", "salt_vs_pepper", "salt_val", "pepper_val"},
+    "erase": {"anchor", "shape", "fill_value"},
+    "grid_mask": {"tile", "ratio", "angle", "shift_x", "shift_y"},
+    "equalize": set(),
+    "experimental.equalize": set(),
+    "jpeg_compression_distortion": {"quality"},
+    "experimental.warp_perspective": {"matrix", "size"},
+    "laplacian": {"window_size", "smoothing_size", "scale"},
+    "filter": {"anchor"},
+    "debayer": {"blue_position"},
+    "clahe": set(),
+    "paste": {"ratio", "paste_x", "paste_y"},
+    "water": {"mask"},
+    "sphere": {"mask"},
+    "multi_paste": {"in_ids", "output_size", "in_anchors", "in_anchors_rel", "shapes", "shapes_rel", "out_anchors",
+                    "out_anchors_rel"},
+    "experimental.debayer": {"blue_position"},
+    "experimental.filter": {"anchor"},
     "resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
                "roi_end", "interp_type", "min_filter", "mag_filter"},
     "random_resized_crop": {"interp_type", "min_filter", "mag_filter"},
@@ -590,6 +616,10 @@ IMG = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
 VOL = rng.integers(0, 256, (4, 6, 8, 3), dtype=np.uint8)
 F32 = np.float32
 I32 = np.int32
+
+
+class TwoSamples(tuple):
+    """The two different samples of one input (a plain tuple lists several inputs)."""
 
 
 def _npy_file() -> str:
@@ -679,6 +709,54 @@ ARGUMENT_INPUT_CASES = [
     ("color_twist", IMG, "HWC", {}, "contrast", 0.5, 1.0, F32),
     ("color_twist", IMG, "HWC", {}, "hue", 30.0, 0.0, F32),
     ("color_twist", IMG, "HWC", {}, "saturation", 0.5, 1.0, F32),
+    ("brightness", IMG, "HWC", {}, "brightness", 1.5, 1.0, F32),
+    ("brightness", IMG, "HWC", {}, "brightness_shift", 0.1, 0.0, F32),
+    ("contrast", IMG, "HWC", {}, "contrast", 0.5, 1.0, F32),
+    ("contrast", IMG, "HWC", {"contrast": 2.0}, "contrast_center", 100.0, 0.0, F32),
+    ("hue", IMG, "HWC", {}, "hue", 30.0, 0.0, F32),
+    ("saturation", IMG, "HWC", {}, "saturation", 0.5, 1.0, F32),
+    ("gaussian_blur", IMG, "HWC", {}, "sigma", [1.5], [0.5], F32),
+    ("gaussian_blur", IMG, "HWC", {}, "window_size", [5], [3], I32),
+    ("noise.gaussian", IMG, "HWC", {"seed": 5}, "mean", 5.0, 0.0, F32),
+    ("noise.gaussian", IMG, "HWC", {"seed": 5}, "stddev", 2.0, 9.0, F32),
+    ("noise.shot", IMG, "HWC", {"seed": 5}, "factor", 2.0, 0.0, F32),
+    ("noise.salt_and_pepper", IMG, "HWC", {"seed": 5}, "prob", 0.5, 0.0, F32),
+    ("noise.salt_and_pepper", IMG, "HWC", {"seed": 5, "prob": 0.5}, "salt_vs_pepper", 0.2, 0.9, F32),
+    ("noise.salt_and_pepper", IMG, "HWC", {"seed": 5, "prob": 0.5}, "salt_val", 200.0, 255.0, F32),
+    ("noise.salt_and_pepper", IMG, "HWC", {"seed": 5, "prob": 0.5}, "pepper_val", 20.0, 0.0, F32),
+    ("erase", IMG, "HWC", {"shape": [2, 3]}, "anchor", [1, 2], [3, 3], F32),
+    ("erase", IMG, "HWC", {}, "shape", [2, 3], [4, 1], F32),
+    ("erase", IMG, "HWC", {"shape": [2, 3]}, "fill_value", [7], [9], F32),
+    ("grid_mask", IMG, "HWC", {}, "tile", 2, 4, I32),
+    ("grid_mask", IMG, "HWC", {"tile": 4}, "ratio", 0.5, 0.25, F32),
+    ("grid_mask", IMG, "HWC", {"tile": 4}, "angle", 0.5, 0.0, F32),
+    ("grid_mask", IMG, "HWC", {"tile": 4}, "shift_x", 1.0, 0.0, F32),
+    ("grid_mask", IMG, "HWC", {"tile": 4}, "shift_y", 1.0, 0.0, F32),
+    ("jpeg_compression_distortion", IMG, "HWC", {}, "quality", 10, 90, I32),
+    ("experimental.warp_perspective", IMG, "HWC", {}, "matrix", [1, 0.2, 1, 0, 1, 0.5, 0, 0.01, 1],
+     [1, 0, 0, 0, 1, 0, 0, 0, 1], F32),
+    ("experimental.warp_perspective", IMG, "HWC", {"matrix": [1, 0, 1, 0, 1, 0, 0, 0, 1]}, "size", [5, 5], [4, 6],
+     F32),
+    ("laplacian", IMG, "HWC", {"dtype": types.FLOAT}, "window_size", [5], [3], I32),
+    ("laplacian", IMG, "HWC", {"dtype": types.FLOAT}, "smoothing_size", [1], [3], I32),
+    ("laplacian", IMG, "HWC", {"dtype": types.FLOAT}, "scale", [0.5], [1.0], F32),
+    ("debayer", IMG[..., :1], "HWC", {}, "blue_position", [0, 1], [1, 1], I32),
+    ("experimental.debayer", IMG[..., :1], "HWC", {}, "blue_position", [1, 0], [0, 0], I32),
+    ("paste", IMG, "HWC", {"fill_value": 0}, "ratio", 2.0, 1.5, F32),
+    ("paste", IMG, "HWC", {"fill_value": 0, "ratio": 2.0}, "paste_x", 0.0, 1.0, F32),
+    ("paste", IMG, "HWC", {"fill_value": 0, "ratio": 2.0}, "paste_y", 1.0, 0.0, F32),
+    ("water", IMG, "HWC", {"ampl_x": 2.0}, "mask", 1, 0, I32),
+    ("sphere", IMG, "HWC", {}, "mask", 1, 0, I32),
+    ("multi_paste", IMG, "HWC", {"output_size": [6, 8]}, "in_ids", [0], [], I32),
+    ("multi_paste", IMG, "HWC", {"shapes": [2, 3]}, "output_size", [6, 8], [4, 5], I32),
+    ("multi_paste", IMG, "HWC", {"shapes": [2, 3]}, "in_anchors", [1, 1], [0, 0], I32),
+    ("multi_paste", IMG, "HWC", {"shapes": [2, 3]}, "in_anchors_rel", [0.5, 0.5], [0.0, 0.0], F32),
+    ("multi_paste", IMG, "HWC", {}, "shapes", [2, 3], [4, 4], I32),
+    ("multi_paste", IMG, "HWC", {}, "shapes_rel", [0.5, 0.5], [1.0, 1.0], F32),
+    ("multi_paste", IMG, "HWC", {"shapes": [2, 3]}, "out_anchors", [1, 1], [0, 0], I32),
+    ("multi_paste", IMG, "HWC", {"shapes": [2, 3]}, "out_anchors_rel", [0.5, 0.5], [0.0, 0.0], F32),
+    ("filter", (IMG, np.arange(9, dtype=F32).reshape(3, 3) / 36), "HWC", {}, "anchor", [0, 0], [1, 1], I32),
+    ("experimental.filter", (IMG, np.arange(9, dtype=F32).reshape(3, 3) / 36), "HWC", {}, "anchor", [0, 0], [2, 1], I32),
     ("resize", IMG, "HWC", {}, "resize_x", 4.0, 6.0, F32),
     ("resize", IMG, "HWC", {}, "resize_y", 3.0, 5.0, F32),
     ("resize", VOL, "DHWC", {"resize_x": 4, "resize_y": 3}, "resize_z", 2.0, 3.0, F32),
@@ -712,7 +790,7 @@ ARGUMENT_INPUT_CASES = [
     ("reinterpret", IMG, "HWC", {}, "rel_shape", [0.5, 2, 1], [2, 0.5, 1], F32),
     ("reinterpret", IMG, "HWC", {}, "src_dims", [1, 0, 2], [0, -1, 1, 2], I32),
     ("sequence_rearrange", VOL, "FHWC", {}, "new_order", [3, 0, 0], [1, 2], I32),
-    ("permute_batch", (IMG, IMG[::-1]), "HWC", {}, "indices", 1, 0, I32),
+    ("permute_batch", TwoSamples((IMG, IMG[::-1])), "HWC", {}, "indices", 1, 0, I32),
     ("random.beta", None, "", {"shape": [4]}, "alpha", 0.5, 3.0, F32),
     ("random.beta", None, "", {"shape": [4]}, "beta", 0.5, 3.0, F32),
     ("random.beta", None, "", {}, "shape", [5], [2], I32),
@@ -773,8 +851,11 @@ def test_argument_given_as_a_node_equals_the_constant(op, data, layout, fixed, a
     seeded = {"seed": 5} if op.startswith("random") else {}
 
     def graph():
-        samples = data if isinstance(data, tuple) else (data, data)  # a tuple: two different samples
-        inputs = [] if data is None else [data if isinstance(data, list) else source(*samples, layout=layout)]
+        inputs = [] if data is None else [data if isinstance(data, list) else source(data, data, layout=layout)]
+        if isinstance(data, TwoSamples):
+            inputs = [source(*data, layout=layout)]
+        elif isinstance(data, tuple):  # several inputs, the first one with the layout
+            inputs = [source(d, d, layout=layout if k == 0 else "") for k, d in enumerate(data)]
         node = fn.external_source(source=lambda: [np.asarray(value, dtype)] * 2)
         with_node = func(*inputs, **fixed, **seeded, **{arg: node})
         with_constant = func(*inputs, **fixed, **seeded, **{arg: value})
