@@ -1,0 +1,3 @@
+"""Geometry transforms, bounding-box and detection operators (``fn.transforms.*``, ``fn.bb_flip``, ...)."""
+
+from jaxdali.ops.detection import boxes, transforms  # noqa: F401
