@@ -534,6 +534,16 @@ DALI_ARGUMENT_INPUTS = {
     # DALI also takes pad_mode per sample; jaxdali takes it as a constant only.
     "decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
     "experimental.decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
+    "transforms.translation": {"offset"},
+    "transforms.scale": {"scale", "center"},
+    "transforms.rotation": {"angle", "axis", "center"},
+    "transforms.shear": {"shear", "angles", "center"},
+    "transforms.crop": {"from_start", "from_end", "to_start", "to_end"},
+    "transforms.combine": set(),
+    "coord_transform": {"M", "T", "MT"},
+    "coord_flip": {"flip_x", "flip_y", "flip_z", "center_x", "center_y", "center_z"},
+    "bb_flip": {"horizontal", "vertical"},
+    "bbox_paste": {"ratio", "paste_x", "paste_y"},
 }
 
 
@@ -566,6 +576,7 @@ def _npy_file() -> str:
 
 
 NPY = {"files": [_npy_file()]}
+BOXES = rng.uniform(0, 1, (3, 4)).astype(np.float32)
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
 
 
@@ -665,6 +676,34 @@ ARGUMENT_INPUT_CASES = [
     for fixed, arg, value, other in [({}, "frames", [0, 5], [1, 2]), ({}, "start_frame", 2, 5),
                                      ({"start_frame": 1}, "end_frame", 6, 9), ({}, "stride", 2, 3),
                                      ({}, "sequence_length", 3, 5)]
+] + [
+    ("transforms.translation", None, "", {}, "offset", [1, 2], [3, -1], F32),
+    ("transforms.scale", None, "", {}, "scale", [2, 3], [1, 0.5], F32),
+    ("transforms.scale", None, "", {"scale": [2, 3]}, "center", [1, 1], [0, 2], F32),
+    ("transforms.rotation", None, "", {}, "angle", 30.0, 45.0, F32),
+    ("transforms.rotation", None, "", {"angle": 30.0}, "axis", [0, 0, 1], [1, 0, 0], F32),
+    ("transforms.rotation", None, "", {"angle": 30.0}, "center", [1, 2], [0, 0], F32),
+    ("transforms.shear", None, "", {}, "shear", [0.5, 0.25], [0, 1], F32),
+    ("transforms.shear", None, "", {}, "angles", [10, 20], [-5, 0], F32),
+    ("transforms.shear", None, "", {"shear": [0.5, 0.25]}, "center", [1, 2], [0, 0], F32),
+    ("transforms.crop", None, "", {}, "from_start", [0.5, 0.25], [0, 0], F32),
+    ("transforms.crop", None, "", {}, "from_end", [3, 4], [2, 2], F32),
+    ("transforms.crop", None, "", {}, "to_start", [0.5, 0.25], [0, 0], F32),
+    ("transforms.crop", None, "", {}, "to_end", [3, 4], [2, 2], F32),
+    ("coord_transform", BOXES.reshape(-1, 2), "", {}, "M", [1, 2, 3, 4], [2], F32),
+    ("coord_transform", BOXES.reshape(-1, 2), "", {}, "T", [1, 2], [0, -1], F32),
+    ("coord_transform", BOXES.reshape(-1, 2), "", {}, "MT", [1, 2, 3, 4, 5, 6], [1, 0, 1, 0, 1, 1], F32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {}, "flip_x", 0, 1, I32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {}, "flip_y", 1, 0, I32),
+    ("coord_flip", BOXES[:, :3], "", {}, "flip_z", 1, 0, I32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {}, "center_x", 0.25, 0.5, F32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {"flip_y": 1}, "center_y", 0.25, 0.5, F32),
+    ("coord_flip", BOXES[:, :3], "", {"flip_z": 1}, "center_z", 0.25, 0.5, F32),
+    ("bb_flip", BOXES, "", {}, "horizontal", 0, 1, I32),
+    ("bb_flip", BOXES, "", {}, "vertical", 1, 0, I32),
+    ("bbox_paste", BOXES, "", {}, "ratio", 2.0, 3.0, F32),
+    ("bbox_paste", BOXES, "", {"ratio": 2.0}, "paste_x", 0.25, 0.5, F32),
+    ("bbox_paste", BOXES, "", {"ratio": 2.0}, "paste_y", 0.25, 0.5, F32),
 ]
 
 

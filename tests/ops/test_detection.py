@@ -1,0 +1,89 @@
+"""Unit tests of the transform, box and detection operators: semantics DALI is not needed for,
+and the errors (each names the operator and the argument or input)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxdali import fn, pipeline_def, types
+from jaxdali.ops.schema import OpArgumentError
+
+
+def run(graph, *batches, batch_size=2):
+    """Runs ``graph(*nodes)`` once on external sources returning ``batches``; NumPy samples per output."""
+
+    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
+    def pipe():
+        nodes = [fn.external_source(source=lambda b=b: b) for b in batches]
+        out = graph(*nodes)
+        return tuple(out) if isinstance(out, (list, tuple)) else out
+
+    p = pipe()
+    try:
+        outs = p.run()
+    finally:
+        p.close()
+    return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs]
+
+
+BOXES = [np.array([[0.1, 0.2, 0.3, 0.5]], np.float32), np.zeros((0, 4), np.float32)]
+POINTS = [np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)] * 2
+
+
+def test_transforms_map_points_like_coord_transform_composes_them():
+    (m,) = run(lambda: fn.transforms.rotation(fn.transforms.translation(offset=[1.0, 0.0]), angle=90.0))[0][:1]
+    np.testing.assert_allclose(m, [[0, -1, 0], [1, 0, 1]], atol=1e-6)  # translate, then turn counter-clockwise
+    out = run(lambda p: fn.coord_transform(p, MT=fn.transforms.scale(scale=[2.0, 3.0], center=[1.0, 1.0])), POINTS)
+    np.testing.assert_array_equal(out[0][0], [[1.0, 4.0], [5.0, 10.0]])
+
+
+def test_transforms_combine_applies_the_first_input_first():
+    out = run(lambda: fn.transforms.combine(fn.transforms.translation(offset=[1.0, 2.0]),
+                                            fn.transforms.scale(scale=[2.0, 3.0])))
+    np.testing.assert_array_equal(out[0][0], [[2, 0, 2], [0, 3, 6]])
+
+
+def test_bb_flip_and_coord_flip_keep_ragged_batches():
+    flipped, = run(lambda b: fn.bb_flip(b), BOXES)
+    assert flipped[1].shape == (0, 4)
+    np.testing.assert_allclose(flipped[0], [[0.6, 0.2, 0.3, 0.5]], atol=1e-7)
+
+
+@pytest.mark.parametrize("graph,batches,pattern", [
+    (lambda: fn.transforms.shear(shear=[1.0, 2.0], angles=[1.0, 2.0]), (), r"fn\.transforms\.shear: give exactly one"),
+    (lambda: fn.transforms.shear(shear=[1.0, 2.0, 3.0]), (), r"fn\.transforms\.shear: argument 'shear' must have 2"),
+    (lambda: fn.transforms.shear(angles=[90.0, 0.0]), (), r"'angles' must be in \(-90, 90\)"),
+    (lambda: fn.transforms.scale(scale=[2.0, 3.0], center=[1.0, 2.0, 3.0]), (),
+     r"fn\.transforms\.scale: argument 'center' has 3 elements"),
+    (lambda: fn.transforms.translation(fn.transforms.translation(offset=[1.0, 2.0]), offset=[1.0, 2.0, 3.0]), (),
+     r"fn\.transforms\.translation: argument 'offset' has 3 elements, but the input transform has 2"),
+    (lambda: fn.transforms.translation(offset=[1.0] * 7), (), r"7 dimensions are not supported"),
+    (lambda: fn.transforms.rotation(angle=10.0, axis=[0.0, 0.0, 0.0]), (), r"'axis' must not be a zero vector"),
+    (lambda: fn.transforms.rotation(fn.transforms.translation(offset=[1.0, 2.0]), angle=10.0, axis=[0, 0, 1.0]),
+     (), r"describe a 3D transform, but the input transform has 2"),
+    (lambda: fn.transforms.crop(from_start=[1.0, 1.0], from_end=[1.0, 2.0]), (), r"fn\.transforms\.crop: .*empty"),
+    (lambda: fn.transforms.combine(fn.transforms.translation(offset=[1.0, 2.0]),
+                                   fn.transforms.translation(offset=[1.0, 2.0, 3.0])), (),
+     r"fn\.transforms\.combine: all input transforms must have the same number of dimensions"),
+    (lambda p: fn.coord_transform(p, M=[1.0, 2.0, 3.0]), (POINTS,), r"fn\.coord_transform: argument 'M' has 3"),
+    (lambda p: fn.coord_transform(p, T=[1.0, 2.0, 3.0]), (POINTS,), r"fn\.coord_transform: argument 'T' has 3"),
+    (lambda p: fn.coord_transform(p, MT=[1.0] * 5), (POINTS,), r"fn\.coord_transform: argument 'MT' has 5"),
+    (lambda p: fn.coord_transform(p, M=[1.0], MT=[1.0] * 6), (POINTS,), r"give 'MT', or 'M' and/or 'T'"),
+    (lambda p: fn.coord_transform(p, dtype=types.UINT8), (POINTS,), r"fn\.coord_transform: argument 'dtype'"),
+    (lambda p: fn.coord_transform(p), ([np.zeros(2, np.float32)] * 2,), r"at least 2 dimensions"),
+    (lambda p: fn.coord_transform(p), ([np.zeros((2, 2))] * 2,), r"fn\.coord_transform: input type float64"),
+    (lambda b: fn.bb_flip(b), ([np.zeros((2, 5), np.float32)] * 2,), r"fn\.bb_flip: the input must hold rows of 4"),
+    (lambda b: fn.bb_flip(b), ([np.zeros((2, 4))] * 2,), r"fn\.bb_flip: the input must be float32"),
+    (lambda b: fn.bbox_paste(b, ratio=0.5), (BOXES,), r"fn\.bbox_paste: argument 'ratio' must be >= 1"),
+    (lambda p: fn.coord_flip(p, layout="xx"), (POINTS,), r"fn\.coord_flip: argument 'layout'"),
+    (lambda p: fn.coord_flip(p), ([np.zeros((2, 4), np.float32)] * 2,), r"fn\.coord_flip: points must have 1 to 3"),
+])
+def test_bad_arguments_and_inputs_name_the_operator(graph, batches, pattern):
+    with pytest.raises((OpArgumentError, ValueError, TypeError), match=pattern):
+        run(graph, *batches)
+
+
+def test_schema_rejects_bad_constants_when_the_graph_is_defined():
+    with pytest.raises(OpArgumentError, match=r"fn\.bb_flip: argument 'horizontal' must be <= 1"):
+        run(lambda b: fn.bb_flip(b, horizontal=2), BOXES)
