@@ -3,7 +3,8 @@
 Deterministic operators are compared bit for bit, except ``transforms.rotation`` about a 3D axis
 (DALI's Rodrigues formula rounds differently in float32: within 1e-6, a few float32 ulps) and
 ``bbox_paste`` (DALI's float32 expression rounds the paste offset in an order that depends on the
-values: within 1.2e-7, one ulp of coordinates in [0, 1]).
+values: within 1.2e-7, one ulp of coordinates in [0, 1]) and ``box_encoder``'s ``offset`` encoding
+(DALI's float32 logarithm is not correctly rounded, ours is: log terms within 1 ulp, so within 1e-6).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from jaxdali import fn, types  # noqa: E402
 
 COVERED_OPERATORS = (
     "transforms.translation", "transforms.scale", "transforms.rotation", "transforms.shear", "transforms.crop",
-    "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine",
+    "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine", "box_encoder",
 )
 
 BATCH = 3
@@ -172,3 +173,33 @@ def test_warp_affine_with_a_rotation_transform_matches_dali(flowers_root):
     for a, b in zip(d_images, j_images):
         assert a.shape == b.shape
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
+
+
+def ssd_anchors(grid: int = 6) -> np.ndarray:
+    """SSD-style default boxes: a grid of centres, 3 sizes x 3 aspect ratios, clipped to [0, 1]."""
+    c = (np.arange(grid) + 0.5) / grid
+    cx, cy = np.meshgrid(c, c)
+    out = []
+    for size in (0.1, 0.2, 0.35):
+        for ratio in (1.0, 2.0, 0.5):
+            w, h = size * np.sqrt(ratio), size / np.sqrt(ratio)
+            out.append(np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], -1).reshape(-1, 4))
+    return np.clip(np.concatenate(out), 0, 1).astype(np.float32)
+
+
+def random_ltrb(count: int) -> np.ndarray:
+    lt = rng.uniform(0, 0.8, (count, 2))
+    return np.clip(np.concatenate([lt, lt + rng.uniform(0.02, 0.5, (count, 2))], 1), 0, 1).astype(np.float32)
+
+
+GT_BOXES = [random_ltrb(k) for k in (5, 0, 12)]
+GT_LABELS = [rng.integers(1, 80, len(b)).astype(np.int32) for b in GT_BOXES]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"criteria": 0.2}, {"scale": 300.0}, {"offset": True},
+                                    {"offset": True, "scale": 300.0, "means": [0.1, 0.2, 0.3, 0.4],
+                                     "stds": [0.1, 0.1, 0.2, 0.2]}], ids=str)
+def test_box_encoder_equals_dali(kwargs):
+    anchors = ssd_anchors().ravel().tolist()
+    assert_same(*run_both(lambda fn, t, b, lab: tuple(fn.box_encoder(b, lab, anchors=anchors, **kwargs)),
+                          [GT_BOXES, GT_LABELS]), atol=1e-6 if kwargs.get("offset") else 0.0)

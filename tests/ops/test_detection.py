@@ -28,6 +28,8 @@ def run(graph, *batches, batch_size=2):
 
 
 BOXES = [np.array([[0.1, 0.2, 0.3, 0.5]], np.float32), np.zeros((0, 4), np.float32)]
+LABELS = [np.array([5], np.int32), np.zeros(0, np.int32)]
+ANCHORS = [0.0, 0.0, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0]
 POINTS = [np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)] * 2
 
 
@@ -78,6 +80,16 @@ def test_bb_flip_and_coord_flip_keep_ragged_batches():
     (lambda b: fn.bbox_paste(b, ratio=0.5), (BOXES,), r"fn\.bbox_paste: argument 'ratio' must be >= 1"),
     (lambda p: fn.coord_flip(p, layout="xx"), (POINTS,), r"fn\.coord_flip: argument 'layout'"),
     (lambda p: fn.coord_flip(p), ([np.zeros((2, 4), np.float32)] * 2,), r"fn\.coord_flip: points must have 1 to 3"),
+    (lambda b, lab: fn.box_encoder(b, lab, anchors=[0.0, 0.0, 1.0]), (BOXES, LABELS),
+     r"fn\.box_encoder: argument 'anchors' must hold 4 values"),
+    (lambda b, lab: fn.box_encoder(b, lab, anchors=ANCHORS, stds=[1.0, 0.0, 1.0, 1.0]), (BOXES, LABELS),
+     r"fn\.box_encoder: argument 'stds' must not contain 0"),
+    (lambda b, lab: fn.box_encoder(b, lab, anchors=ANCHORS, means=[1.0]), (BOXES, LABELS),
+     r"fn\.box_encoder: argument 'means' must have 4 values"),
+    (lambda b, lab: fn.box_encoder(b, lab, anchors=ANCHORS), (BOXES, [np.zeros(3, np.int32)] * 2),
+     r"fn\.box_encoder: sample 0: the boxes must have shape \(N, 4\) and the labels N values"),
+    (lambda b, lab: fn.box_encoder(b, lab, anchors=ANCHORS), (BOXES, [np.zeros(1, np.int64)] * 2),
+     r"fn\.box_encoder: the labels \(input 1\) must be int32"),
 ])
 def test_bad_arguments_and_inputs_name_the_operator(graph, batches, pattern):
     with pytest.raises((OpArgumentError, ValueError, TypeError), match=pattern):
@@ -87,3 +99,13 @@ def test_bad_arguments_and_inputs_name_the_operator(graph, batches, pattern):
 def test_schema_rejects_bad_constants_when_the_graph_is_defined():
     with pytest.raises(OpArgumentError, match=r"fn\.bb_flip: argument 'horizontal' must be <= 1"):
         run(lambda b: fn.bb_flip(b, horizontal=2), BOXES)
+
+
+def test_box_encoder_matches_every_box_and_leaves_the_rest_background():
+    boxes = [np.array([[0.05, 0.05, 0.4, 0.4], [0.6, 0.6, 0.9, 0.95]], np.float32), np.zeros((0, 4), np.float32)]
+    labels = [np.array([3, 7], np.int32), np.zeros(0, np.int32)]
+    anchors = [0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 1.0, 0.5, 0.5, 0.5, 1.0, 1.0]
+    enc, lab = run(lambda b, lab_: tuple(fn.box_encoder(b, lab_, anchors=anchors)), boxes, labels)
+    assert lab[0].tolist() == [3, 0, 7] and lab[1].tolist() == [0, 0, 0]
+    np.testing.assert_allclose(enc[0][0], [0.225, 0.225, 0.35, 0.35], atol=1e-7)  # the box, in centre form
+    np.testing.assert_allclose(enc[0][1], [0.75, 0.25, 0.5, 0.5])  # background keeps the anchor

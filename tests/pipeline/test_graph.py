@@ -544,6 +544,7 @@ DALI_ARGUMENT_INPUTS = {
     "coord_flip": {"flip_x", "flip_y", "flip_z", "center_x", "center_y", "center_z"},
     "bb_flip": {"horizontal", "vertical"},
     "bbox_paste": {"ratio", "paste_x", "paste_y"},
+    "box_encoder": set(),
 }
 
 
