@@ -22,6 +22,7 @@ from jaxdali import fn, types  # noqa: E402
 COVERED_OPERATORS = (
     "transforms.translation", "transforms.scale", "transforms.rotation", "transforms.shear", "transforms.crop",
     "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine", "box_encoder",
+    "random_bbox_crop",
 )
 
 BATCH = 3
@@ -187,9 +188,9 @@ def ssd_anchors(grid: int = 6) -> np.ndarray:
     return np.clip(np.concatenate(out), 0, 1).astype(np.float32)
 
 
-def random_ltrb(count: int) -> np.ndarray:
-    lt = rng.uniform(0, 0.8, (count, 2))
-    return np.clip(np.concatenate([lt, lt + rng.uniform(0.02, 0.5, (count, 2))], 1), 0, 1).astype(np.float32)
+def random_ltrb(count: int, min_size: float = 0.02, max_corner: float = 0.8) -> np.ndarray:
+    lt = rng.uniform(0, max_corner, (count, 2))
+    return np.clip(np.concatenate([lt, lt + rng.uniform(min_size, 0.5, (count, 2))], 1), 0, 1).astype(np.float32)
 
 
 GT_BOXES = [random_ltrb(k) for k in (5, 0, 12)]
@@ -203,3 +204,57 @@ def test_box_encoder_equals_dali(kwargs):
     anchors = ssd_anchors().ravel().tolist()
     assert_same(*run_both(lambda fn, t, b, lab: tuple(fn.box_encoder(b, lab, anchors=anchors, **kwargs)),
                           [GT_BOXES, GT_LABELS]), atol=1e-6 if kwargs.get("offset") else 0.0)
+
+
+def check_crops(anchors, shapes, out_boxes, labels, indices, in_boxes, in_labels, *, scaling, aspect, threshold,
+                threshold_type, allow_no_crop):
+    """What every random_bbox_crop result must satisfy (DALI's and ours alike); returns the number of
+    samples left uncropped."""
+    uncropped = 0
+    for a, s, b, lab, idx, src, src_lab in zip(anchors, shapes, out_boxes, labels, indices, in_boxes, in_labels):
+        assert a.dtype == s.dtype == b.dtype == np.float32 and lab.dtype == idx.dtype == np.int32
+        assert (a >= 0).all() and (a + s <= 1 + 1e-6).all()
+        if np.array_equal(s, [1, 1]):
+            uncropped += 1
+            np.testing.assert_array_equal(b, src)
+            continue
+        assert scaling[0] - 1e-6 <= s.min() and s.max() <= scaling[1] + 1e-6
+        assert aspect[0] - 1e-5 <= s[0] / s[1] <= aspect[1] + 1e-5
+        window = np.concatenate([a, a + s])[None]
+        kept = src[idx]
+        centre = (kept[:, :2] + kept[:, 2:]) / 2
+        assert len(idx) > 0 and ((centre >= a - 1e-6) & (centre <= a + s + 1e-6)).all()
+        assert (iou(window, src, threshold_type) >= threshold - 1e-6).all()
+        np.testing.assert_allclose(b, np.clip((kept - np.tile(a, 2)) / np.tile(s, 2), 0, 1), atol=2e-6)
+        np.testing.assert_array_equal(lab, src_lab[idx])
+    assert allow_no_crop or uncropped == 0
+    return uncropped
+
+
+def iou(a: np.ndarray, b: np.ndarray, kind: str = "iou") -> np.ndarray:
+    """IoU of windows ``a`` with boxes ``b`` (or, for "overlap", the share of each box inside)."""
+    w = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    h = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
+    if kind == "overlap":
+        return w * h / area(b)[None, :]
+    return w * h / (area(a)[:, None] + area(b)[None, :] - w * h)
+
+
+@pytest.mark.parametrize("threshold,threshold_type,max_boxes,allow_no_crop", [
+    (0.3, "iou", 1, True), (0.2, "iou", 1, False), (0.7, "overlap", 4, False)])
+def test_random_bbox_crop_obeys_the_same_rules_as_dali(threshold, threshold_type, max_boxes, allow_no_crop):
+    """Random windows cannot be compared value by value: both libraries' outputs must pass the
+    same checks, and the share of uncropped samples must agree (1 in 2 options is "no crop").
+    The thresholds are reachable for every sample: DALI searches forever otherwise."""
+    count = 64
+    boxes = [random_ltrb(k, min_size=0.3, max_corner=0.5) for k in rng.integers(1, max_boxes + 1, count)]
+    labels = [np.arange(len(b), dtype=np.int32) + 1 for b in boxes]
+    kwargs = dict(thresholds=[threshold], threshold_type=threshold_type, scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0],
+                  allow_no_crop=allow_no_crop, num_attempts=50, output_bbox_indices=True, bbox_layout="xyXY")
+    dali_out, ours = run_both(lambda fn, t, b, lab: tuple(fn.random_bbox_crop(b, lab, **kwargs)), [boxes, labels],
+                              batch_size=count)
+    uncropped = [check_crops(*out, boxes, labels, scaling=(0.3, 1.0), aspect=(0.5, 2.0), threshold=threshold,
+                             threshold_type=threshold_type, allow_no_crop=allow_no_crop) for out in (dali_out, ours)]
+    if allow_no_crop:  # binomial(64, 1/2): both well inside [16, 48]
+        assert all(16 <= u <= 48 for u in uncropped), uncropped
