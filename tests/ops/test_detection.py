@@ -90,9 +90,22 @@ def test_bb_flip_and_coord_flip_keep_ragged_batches():
      r"fn\.box_encoder: sample 0: the boxes must have shape \(N, 4\) and the labels N values"),
     (lambda b, lab: fn.box_encoder(b, lab, anchors=ANCHORS), (BOXES, [np.zeros(1, np.int64)] * 2),
      r"fn\.box_encoder: the labels \(input 1\) must be int32"),
+    (lambda b: fn.random_bbox_crop(b, bbox_layout="xyZW"), (BOXES,), r"fn\.random_bbox_crop: argument 'bbox_layout'"),
+    (lambda b: fn.random_bbox_crop(b, scaling=[0.5, 0.2]), (BOXES,), r"fn\.random_bbox_crop: argument 'scaling'"),
+    (lambda b: fn.random_bbox_crop(b, aspect_ratio=[1.0]), (BOXES,), r"random_bbox_crop: argument 'aspect_ratio'"),
+    (lambda b: fn.random_bbox_crop(b, thresholds=[1.5]), (BOXES,), r"random_bbox_crop: argument 'thresholds'"),
+    (lambda b: fn.random_bbox_crop(b, crop_shape=[10, 10]), (BOXES,), r"'crop_shape' needs 'input_shape'"),
+    (lambda b: fn.random_bbox_crop(b, crop_shape=[10, 10], input_shape=[5, 20], allow_no_crop=False), (BOXES,),
+     r"fn\.random_bbox_crop: sample 0: 'crop_shape' \[10.0, 10.0\] must be positive and fit"),
+    (lambda b: fn.random_bbox_crop(b), ([np.array([[0.5, 0.5, 1.2, 0.9]], np.float32)] * 2,),
+     r"fn\.random_bbox_crop: sample 0: box \[0.5, 0.5, 1.2.* is not inside the normalised image"),
+    (lambda b, lab: fn.random_bbox_crop(b, lab), (BOXES, [np.zeros(3, np.int32)] * 2),
+     r"fn\.random_bbox_crop: sample 0: 3 labels for 1 boxes"),
+    (lambda b: fn.random_bbox_crop(b, thresholds=[0.99], scaling=[0.1, 0.2], allow_no_crop=False), (BOXES,),
+     r"fn\.random_bbox_crop: sample 0: no crop window satisfies the thresholds"),
 ])
 def test_bad_arguments_and_inputs_name_the_operator(graph, batches, pattern):
-    with pytest.raises((OpArgumentError, ValueError, TypeError), match=pattern):
+    with pytest.raises((OpArgumentError, ValueError, TypeError, RuntimeError), match=pattern):
         run(graph, *batches)
 
 
@@ -109,3 +122,59 @@ def test_box_encoder_matches_every_box_and_leaves_the_rest_background():
     assert lab[0].tolist() == [3, 0, 7] and lab[1].tolist() == [0, 0, 0]
     np.testing.assert_allclose(enc[0][0], [0.225, 0.225, 0.35, 0.35], atol=1e-7)  # the box, in centre form
     np.testing.assert_allclose(enc[0][1], [0.75, 0.25, 0.5, 0.5])  # background keeps the anchor
+
+
+SSD_CROP = dict(thresholds=[0.1, 0.3, 0.5], scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], num_attempts=20,
+                output_bbox_indices=True)
+MANY_BOXES = [np.array([[0.1, 0.1, 0.6, 0.5], [0.3, 0.4, 0.9, 0.95]], np.float32)] * 8
+
+
+def _crop_pipeline(checkpoint=None, **kwargs):
+    @pipeline_def(batch_size=8, num_threads=1, device_id=None, seed=11, enable_checkpointing=True,
+                  checkpoint=checkpoint)
+    def pipe():
+        boxes = fn.external_source(source=lambda: MANY_BOXES)
+        return tuple(fn.random_bbox_crop(boxes, **{**SSD_CROP, **kwargs}))
+
+    return pipe()
+
+
+def _take(p, batches):
+    return [[np.asarray(o.at(i)).tolist() for o in p.run() for i in range(8)] for _ in range(batches)]
+
+
+def test_random_bbox_crop_is_reproducible_and_resumes_from_a_checkpoint():
+    p = _crop_pipeline()
+    first = _take(p, 2)
+    checkpoint = p.checkpoint()
+    rest = _take(p, 3)
+    p.close()
+    again = _crop_pipeline()
+    assert _take(again, 5) == first + rest  # the same seed gives the same windows
+    again.close()
+    resumed = _crop_pipeline(checkpoint=checkpoint)
+    assert _take(resumed, 3) == rest
+    resumed.close()
+    windows = {tuple(b[0]) for b in first}
+    assert len(windows) > 1  # the windows do vary
+
+
+def test_random_bbox_crop_with_a_fixed_crop_shape_gives_pixel_windows():
+    anchor, shape, boxes = run(lambda b: tuple(fn.random_bbox_crop(
+        b, input_shape=[200, 100], crop_shape=[120, 80], allow_no_crop=False)), MANY_BOXES[:2])
+    for a, s, kept in zip(anchor, shape, boxes):
+        assert s.tolist() == [120.0, 80.0] and a.tolist() == np.round(a).tolist()
+        assert 0 <= a[0] <= 80 and 0 <= a[1] <= 20
+        assert kept.min() >= 0 and kept.max() <= 1
+
+
+def test_random_bbox_crop_reads_and_writes_corner_size_boxes():
+    xywh = [np.array([[0.1, 0.1, 0.5, 0.4]], np.float32)] * 2
+    anchor, shape, boxes = run(lambda b: tuple(fn.random_bbox_crop(b, bbox_layout="xyWH")), xywh)
+    np.testing.assert_array_equal(boxes[0], xywh[0])  # scaling [1, 1]: the whole image
+    anchor, shape, boxes = run(lambda b: tuple(fn.random_bbox_crop(b, ltrb=False, scaling=[0.5, 0.9],
+                                                                   allow_no_crop=False)), xywh)
+    for a, s, b in zip(anchor, shape, boxes):
+        ltrb = np.concatenate([xywh[0][0, :2], xywh[0][0, :2] + xywh[0][0, 2:]])
+        expected = np.clip((ltrb - np.tile(a, 2)) / np.tile(s, 2), 0, 1)
+        np.testing.assert_allclose(b[0], np.concatenate([expected[:2], expected[2:] - expected[:2]]), atol=1e-6)
