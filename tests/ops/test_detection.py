@@ -101,7 +101,8 @@ def test_bb_flip_and_coord_flip_keep_ragged_batches():
      r"fn\.random_bbox_crop: sample 0: box \[0.5, 0.5, 1.2.* is not inside the normalised image"),
     (lambda b, lab: fn.random_bbox_crop(b, lab), (BOXES, [np.zeros(3, np.int32)] * 2),
      r"fn\.random_bbox_crop: sample 0: 3 labels for 1 boxes"),
-    (lambda b: fn.random_bbox_crop(b, thresholds=[0.99], scaling=[0.1, 0.2], allow_no_crop=False), (BOXES,),
+    (lambda b: fn.random_bbox_crop(b, thresholds=[0.99], scaling=[0.1, 0.2], allow_no_crop=False, num_attempts=100),
+     (BOXES,),
      r"fn\.random_bbox_crop: sample 0: no crop window satisfies the thresholds"),
 ])
 def test_bad_arguments_and_inputs_name_the_operator(graph, batches, pattern):
@@ -133,7 +134,7 @@ def _crop_pipeline(checkpoint=None, **kwargs):
     @pipeline_def(batch_size=8, num_threads=1, device_id=None, seed=11, enable_checkpointing=True,
                   checkpoint=checkpoint)
     def pipe():
-        boxes = fn.external_source(source=lambda: MANY_BOXES)
+        boxes = fn.external_source(source=lambda iteration: MANY_BOXES)
         return tuple(fn.random_bbox_crop(boxes, **{**SSD_CROP, **kwargs}))
 
     return pipe()
