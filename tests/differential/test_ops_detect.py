@@ -258,3 +258,13 @@ def test_random_bbox_crop_obeys_the_same_rules_as_dali(threshold, threshold_type
                              threshold_type=threshold_type, allow_no_crop=allow_no_crop) for out in (dali_out, ours)]
     if allow_no_crop:  # binomial(64, 1/2): both well inside [16, 48]
         assert all(16 <= u <= 48 for u in uncropped), uncropped
+
+
+def test_box_encoder_breaks_ties_like_dali():
+    """A box overlapping two anchors equally claims the later one."""
+    anchors = [0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 1.0, 0.5, 0.0, 0.5, 0.5, 1.0, 0.5, 0.5, 1.0, 1.0]
+    boxes = [np.array([[0.25, 0.0, 0.75, 0.5]], np.float32), np.array([[0.25, 0.25, 0.75, 0.75]], np.float32),
+             np.array([[0.0, 0.25, 0.5, 0.75], [0.5, 0.25, 1.0, 0.75]], np.float32)]
+    labels = [np.arange(1, len(b) + 1, dtype=np.int32) for b in boxes]
+    assert_same(*run_both(lambda fn, t, b, lab: tuple(fn.box_encoder(b, lab, anchors=anchors, criteria=0.9)),
+                          [boxes, labels]))

@@ -73,7 +73,9 @@ class BoxEncoder(Operator):
         best_box = iou.argmax(axis=1)
         matched = iou[np.arange(len(iou)), best_box] > self.criteria
         match[matched] = best_box[matched]
-        match[iou.argmax(axis=0)] = np.arange(len(boxes))  # each box keeps its best anchor; later boxes win
+        # Each box keeps its best anchor (the last one among equals, as DALI); later boxes win.
+        best_anchor = len(iou) - 1 - iou[::-1].argmax(axis=0)
+        match[best_anchor] = np.arange(len(boxes))
         return match
 
     def _encode(self, boxes: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
