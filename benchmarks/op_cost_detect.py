@@ -59,3 +59,5 @@ CASES = {
         _xywh(fn), _labels(fn), bbox_layout="xyWH", thresholds=[0.0, 0.1, 0.3], all_boxes_above_threshold=False,
         scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], num_attempts=10),
 }
+CASES["roi_random_crop"] = lambda fn, images: fn.roi_random_crop(images, crop_shape=[200, 200, 3],
+                                                                 roi_start=[100, 150, 0], roi_end=[250, 300, 3])

@@ -22,7 +22,7 @@ from jaxdali import fn, types  # noqa: E402
 COVERED_OPERATORS = (
     "transforms.translation", "transforms.scale", "transforms.rotation", "transforms.shear", "transforms.crop",
     "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine", "box_encoder",
-    "random_bbox_crop",
+    "random_bbox_crop", "roi_random_crop",
 )
 
 BATCH = 3
@@ -268,3 +268,29 @@ def test_box_encoder_breaks_ties_like_dali():
     labels = [np.arange(1, len(b) + 1, dtype=np.int32) for b in boxes]
     assert_same(*run_both(lambda fn, t, b, lab: tuple(fn.box_encoder(b, lab, anchors=anchors, criteria=0.9)),
                           [boxes, labels]))
+
+
+ROI_CASES = {  # crop_shape, roi_start, roi_end, in_shape (None: unbounded)
+    "contains": ([20, 30], [10, 40], [25, 60], [50, 100]),
+    "inside": ([10, 10], [10, 40], [25, 60], [50, 100]),
+    "clamped": ([40, 90], [5, 5], [20, 30], [50, 100]),
+    "unbounded": ([20, 30], [10, 40], [25, 60], None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROI_CASES))
+def test_roi_random_crop_draws_from_dalis_range(case):
+    """Both libraries' anchors are int64, lie in the same range, and (64 draws) reach both of its ends."""
+    crop, start, end, in_shape = ROI_CASES[case]
+    extra = {} if in_shape is None else {"in_shape": in_shape}
+    dali_out, ours = run_both(lambda fn, t: fn.roi_random_crop(crop_shape=crop, roi_start=start, roi_end=end,
+                                                                **extra), batch_size=64)
+    c, s0, e = (np.array(v) for v in (crop, start, end))
+    lo = np.where(c >= e - s0, e - c, s0)
+    hi = np.where(c >= e - s0, s0, e - c)
+    if in_shape is not None:
+        lo, hi = np.maximum(lo, 0), np.minimum(hi, np.array(in_shape) - c)
+    for anchors in (np.stack(dali_out[0]), np.stack(ours[0])):
+        assert anchors.dtype == np.int64
+        assert (anchors >= lo).all() and (anchors <= hi).all()
+        assert (anchors.min(0) == lo).all() and (anchors.max(0) == hi).all()

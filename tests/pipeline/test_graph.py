@@ -546,6 +546,7 @@ DALI_ARGUMENT_INPUTS = {
     "bbox_paste": {"ratio", "paste_x", "paste_y"},
     "box_encoder": set(),
     "random_bbox_crop": {"crop_shape", "input_shape"},
+    "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
 }
 
 
@@ -711,6 +712,16 @@ ARGUMENT_INPUT_CASES = [
      [40, 30], [60, 50], I32),
     ("random_bbox_crop", LTRB, "", {"crop_shape": [40, 30], "allow_no_crop": False}, "input_shape",
      [100, 80], [60, 50], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "roi_start": [10, 10], "roi_end": [20, 20], "in_shape": [100, 100]},
+     "crop_shape", [40, 40], [15, 15], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_end": [50, 50], "in_shape": [100, 100]},
+     "roi_start", [10, 10], [20, 20], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
+     "roi_end", [20, 20], [30, 30], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
+     "roi_shape", [10, 10], [20, 20], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [30, 30], "roi_end": [40, 40]},
+     "in_shape", [100, 100], [60, 50], I32),
 ]
 
 
