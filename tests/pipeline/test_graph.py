@@ -717,9 +717,9 @@ ARGUMENT_INPUT_CASES = [
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_end": [50, 50], "in_shape": [100, 100]},
      "roi_start", [10, 10], [20, 20], I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
-     "roi_end", [20, 20], [30, 30], I32),
+     "roi_end", [20, 20], [60, 60], I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
-     "roi_shape", [10, 10], [20, 20], I32),
+     "roi_shape", [10, 10], [40, 40], I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [30, 30], "roi_end": [40, 40]},
      "in_shape", [100, 100], [60, 50], I32),
 ]
