@@ -24,15 +24,25 @@ _F32 = np.float32
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Intersection over union of every ltrb box in ``a`` (n, 4) with every one in ``b`` (m, 4): (n, m)."""
-    w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
-    h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    inter = np.maximum(w, 0) * np.maximum(h, 0)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
+    """Intersection over union of every ltrb box in ``a`` (n, 4) with every one in ``b`` (m, 4): (n, m).
+
+    Computed as (m, n) and returned transposed: NumPy's broadcast loops are fast along a long
+    contiguous inner axis, and ``a`` is the long side (anchors, candidate windows).
+    """
+    a_cols = [np.ascontiguousarray(a[:, k])[None, :] for k in range(4)]
+    b_cols = [b[:, k, None] for k in range(4)]
+    w = np.minimum(a_cols[2], b_cols[2]) - np.maximum(a_cols[0], b_cols[0])
+    h = np.minimum(a_cols[3], b_cols[3]) - np.maximum(a_cols[1], b_cols[1])
+    np.maximum(w, 0, out=w)
+    np.maximum(h, 0, out=h)
+    inter = np.multiply(w, h, out=w)
+    area_a = (a_cols[2] - a_cols[0]) * (a_cols[3] - a_cols[1])
+    area_b = (b_cols[2] - b_cols[0]) * (b_cols[3] - b_cols[1])
+    union = area_a + area_b - inter
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / union, _F32(0)).astype(_F32)
+        iou = np.divide(inter, union, out=h)
+    iou[~(union > 0)] = 0
+    return iou.T
 
 
 def _centre_form(ltrb: np.ndarray) -> np.ndarray:
@@ -69,12 +79,12 @@ class BoxEncoder(Operator):
         match = np.full(len(self.anchors), -1, np.int64)
         if len(boxes) == 0:
             return match
-        iou = iou_matrix(self.anchors, boxes)
-        best_box = iou.argmax(axis=1)
-        matched = iou[np.arange(len(iou)), best_box] > self.criteria
+        iou = iou_matrix(self.anchors, boxes).T  # (boxes, anchors), contiguous
+        best_box = iou.argmax(axis=0)
+        matched = iou[best_box, np.arange(iou.shape[1])] > self.criteria
         match[matched] = best_box[matched]
         # Each box keeps its best anchor (the last one among equals, as DALI); later boxes win.
-        best_anchor = len(iou) - 1 - iou[::-1].argmax(axis=0)
+        best_anchor = iou.shape[1] - 1 - iou[:, ::-1].argmax(axis=1)
         match[best_anchor] = np.arange(len(boxes))
         return match
 
