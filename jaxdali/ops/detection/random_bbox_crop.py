@@ -18,6 +18,8 @@ seeds and checkpoints behave like every other random operator; they are not DALI
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from jaxdali.ops import rng
@@ -31,6 +33,8 @@ __all__ = ["BoxLayout", "RANDOM_BBOX_CROP"]
 _F32 = np.float32
 #: Without total_num_attempts DALI searches forever; we stop with an error after this many candidates.
 _SEARCH_LIMIT = 10_000
+#: A sample's state after the first round (see ``RandomBBoxCrop._first_round``).
+_CROP, _NO_CROP, _UNRESOLVED = 0, 1, 2
 
 
 class BoxLayout:
@@ -172,52 +176,132 @@ class RandomBBoxCrop(Operator):
                            f"{tried} candidates; set 'total_num_attempts' to accept the best window, or relax the "
                            "arguments")
 
+    def _first_round(self, keys: np.ndarray, rows: "_BoxRows") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Round 0 of every sample's search at once (most samples end there), relative windows only.
+
+        Returns each sample's window (n, 4) and state (n,) (``_CROP``, ``_NO_CROP`` or ``_UNRESOLVED``:
+        later rounds are needed) and whether each box row stays (for the ``_CROP`` samples)."""
+        n, attempts = len(rows.counts), self.args["num_attempts"]
+        total_limit = self.args["total_num_attempts"]
+        count = min(attempts, total_limit) if total_limit > 0 else attempts
+        draws = rng.uniform(keys, 1 + 4 * attempts, stream=0)
+        options = np.minimum((draws[:, 0] * len(self.options)).astype(np.int64), len(self.options) - 1)
+        windows, usable = self._windows(draws[:, 1:1 + 4 * count].reshape(n * count, 4), None, -1)
+        windows, usable = windows.reshape(n, count, 4), usable.reshape(n, count)
+        width = max(int(rows.counts.max(initial=0)), 1)
+        padded = np.zeros((n, width, 4), _F32)
+        present = np.zeros((n, width), bool)
+        padded[rows.sample, rows.position] = rows.ltrb
+        present[rows.sample, rows.position] = True
+        scores = _batched_scores(windows, padded, self.args["threshold_type"])
+        thresholds = np.array([t if t is not None else 0.0 for t in self.options], _F32)[options]
+        above = scores >= thresholds[:, None, None]
+        if self.args["all_boxes_above_threshold"]:
+            ok_t = (above | ~present[:, None, :]).all(2)
+        else:
+            ok_t = (above & present[:, None, :]).any(2)
+        kept = self._kept_batched(windows, padded) & present[:, None, :]
+        ok = usable & np.where(present.any(1)[:, None], ok_t & kept.any(2), True)
+        hit = ok.argmax(1)
+        no_crop = np.array([self.options[o] is None for o in options])
+        state = np.where(no_crop, _NO_CROP, np.where(ok.any(1), _CROP, _UNRESOLVED))
+        kept_rows = kept[rows.sample, hit[rows.sample], rows.position]
+        return windows[np.arange(n), hit], state, kept_rows
+
+    def _kept_batched(self, windows: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+        """(n, k, m) whether each sample's boxes stay in each of its windows."""
+        if self.prune is None:
+            centre = ((boxes[:, :, :2] + boxes[:, :, 2:]) * _F32(0.5))[:, None]
+            return ((centre >= windows[:, :, None, :2]) & (centre <= windows[:, :, None, 2:])).all(3)
+        return _batched_scores(windows, boxes, "overlap") >= self.prune
+
     # -- the batch --------------------------------------------------------------------------------------
+
+    def _rows(self, samples: list, n: int) -> "_BoxRows":
+        """Every sample's boxes as ltrb float32 rows, checked to lie in the normalised image."""
+        raws = [np.asarray(sample) for sample in samples]
+        for i, raw in enumerate(raws):
+            if raw.ndim != 2 or raw.shape[1] != 4:
+                raise ValueError(f"fn.{self.op}: sample {i}: the boxes must have shape (N, 4), got {raw.shape}")
+        counts = np.array([len(r) for r in raws], np.int64)
+        raw = np.concatenate(raws) if n else np.zeros((0, 4), _F32)
+        ltrb = self.layout.to_ltrb(raw)
+        sample = np.repeat(np.arange(n), counts)
+        bad = np.flatnonzero((ltrb < 0).any(1) | (ltrb > 1).any(1) | (ltrb[:, 2:] < ltrb[:, :2]).any(1))
+        if bad.size:
+            raise ValueError(f"fn.{self.op}: sample {int(sample[bad[0]])}: box {raw[bad[0]].tolist()} "
+                             f"({self.layout.layout}) is not inside the normalised image [0, 1]")
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if n else counts
+        return _BoxRows(ltrb, sample, np.arange(len(ltrb)) - starts[sample], counts, starts)
 
     def run(self, ctx, inputs, args):
         n = ctx.batch_size
         keys = ctx.sample_keys(self.seed)
-        box_samples = inputs[0].samples()
-        label_samples = inputs[1].samples() if len(inputs) > 1 else None
-        anchors = np.zeros((n, 2), _F32)
-        shapes = np.ones((n, 2), _F32)
-        out_boxes, out_labels, out_indices = [], [], []
-        for i in range(n):
-            raw = np.asarray(box_samples[i])
-            if raw.ndim != 2 or raw.shape[1] != 4:
-                raise ValueError(f"fn.{self.op}: sample {i}: the boxes must have shape (N, 4), got {raw.shape}")
-            boxes = self.layout.to_ltrb(raw)
-            bad = np.flatnonzero((boxes < 0).any(1) | (boxes > 1).any(1) | (boxes[:, 2:] < boxes[:, :2]).any(1))
-            if bad.size:
-                raise ValueError(f"fn.{self.op}: sample {i}: box {raw[bad[0]].tolist()} ({self.layout.layout}) is not "
-                                 "inside the normalised image [0, 1]")
-            found = self._search(keys[i:i + 1], boxes, args, i)
-            if found is None:
-                kept = np.ones(len(boxes), bool)
-                window = np.array([0, 0, 1, 1], _F32)
-                cropped = boxes
-            else:
-                window, kept = found
-                size = window[2:] - window[:2]
-                cropped = np.clip((boxes[kept] - np.tile(window[:2], 2)) / np.tile(size, 2), 0, 1).astype(_F32)
-            anchors[i], shapes[i] = window[:2], window[2:] - window[:2]
-            if self.absolute:
-                image = self._xy(args, "input_shape", i)
-                anchors[i] = np.rint(window[:2] * image)
-                shapes[i] = image if found is None else self._xy(args, "crop_shape", i)
-            out_boxes.append(self.layout.from_ltrb(cropped))
-            if label_samples is not None:
-                labels = np.asarray(label_samples[i])
-                if len(labels) != len(boxes):
-                    raise ValueError(f"fn.{self.op}: sample {i}: {len(labels)} labels for {len(boxes)} boxes")
-                out_labels.append(labels[kept])
-            out_indices.append(np.flatnonzero(kept).astype(np.int32))
-        outputs = [TensorListCPU(anchors), TensorListCPU(shapes), TensorListCPU(out_boxes)]
-        if label_samples is not None:
-            outputs.append(TensorListCPU(out_labels))
+        rows = self._rows(inputs[0].samples(), n)
+        if self.absolute:
+            windows = np.zeros((n, 4), _F32)
+            state, kept = np.full(n, _UNRESOLVED), np.zeros(len(rows.ltrb), bool)
+        else:
+            windows, state, kept = self._first_round(keys, rows)
+        for i in np.flatnonzero(state == _UNRESOLVED):
+            mine = slice(rows.starts[i], rows.starts[i] + rows.counts[i])
+            found = self._search(keys[i:i + 1], rows.ltrb[mine], args, i)
+            state[i] = _NO_CROP if found is None else _CROP
+            if found is not None:
+                windows[i], kept[mine] = found
+        no_crop = state == _NO_CROP
+        windows[no_crop] = (0, 0, 1, 1)
+        kept[no_crop[rows.sample]] = True
+        anchors, shapes = windows[:, :2], windows[:, 2:] - windows[:, :2]
+        row_anchor, row_size = anchors[rows.sample[kept]], shapes[rows.sample[kept]]
+        cropped = np.clip((rows.ltrb[kept] - np.tile(row_anchor, 2)) / np.tile(row_size, 2), 0, 1).astype(_F32)
+        if self.absolute:
+            image = np.stack([self._xy(args, "input_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
+            crop = np.stack([self._xy(args, "crop_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
+            anchors = np.rint(anchors * image).astype(_F32)
+            shapes = np.where(no_crop[:, None], image, crop).astype(_F32)
+        bounds = np.cumsum(np.bincount(rows.sample[kept], minlength=n))[:-1]
+        outputs = [TensorListCPU(np.ascontiguousarray(anchors, _F32)), TensorListCPU(np.ascontiguousarray(shapes, _F32)),
+                   TensorListCPU(np.split(self.layout.from_ltrb(cropped), bounds))]
+        if len(inputs) > 1:
+            label_samples = inputs[1].samples()
+            for i, labels in enumerate(label_samples):
+                if len(labels) != rows.counts[i]:
+                    raise ValueError(f"fn.{self.op}: sample {i}: {len(labels)} labels for {rows.counts[i]} boxes")
+            labels = np.concatenate([np.asarray(lab) for lab in label_samples]) if n else np.zeros(0, np.int32)
+            outputs.append(TensorListCPU(np.split(labels[kept], bounds)))
         if self.args["output_bbox_indices"]:
-            outputs.append(TensorListCPU(out_indices))
+            outputs.append(TensorListCPU(np.split(rows.position[kept].astype(np.int32), bounds)))
         return outputs
+
+
+@dataclasses.dataclass
+class _BoxRows:
+    """A batch's boxes stacked: ``ltrb`` (total, 4), each row's ``sample`` and ``position`` in it, and
+    each sample's ``counts`` and ``starts``."""
+
+    ltrb: np.ndarray
+    sample: np.ndarray
+    position: np.ndarray
+    counts: np.ndarray
+    starts: np.ndarray
+
+
+def _batched_scores(windows: np.ndarray, boxes: np.ndarray, kind: str) -> np.ndarray:
+    """(n, k, m) IoU (or overlap: share of the box inside) of each sample's k windows with its m boxes."""
+    w = np.minimum(windows[:, :, None, 2], boxes[:, None, :, 2]) - np.maximum(windows[:, :, None, 0],
+                                                                             boxes[:, None, :, 0])
+    h = np.minimum(windows[:, :, None, 3], boxes[:, None, :, 3]) - np.maximum(windows[:, :, None, 1],
+                                                                             boxes[:, None, :, 1])
+    inter = np.maximum(w, 0) * np.maximum(h, 0)
+    box_area = ((boxes[:, :, 2] - boxes[:, :, 0]) * (boxes[:, :, 3] - boxes[:, :, 1]))[:, None, :]
+    if kind == "overlap":
+        denominator = np.broadcast_to(box_area, inter.shape)
+    else:
+        window_area = ((windows[:, :, 2] - windows[:, :, 0]) * (windows[:, :, 3] - windows[:, :, 1]))[:, :, None]
+        denominator = window_area + box_area - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, inter / denominator, 0).astype(_F32)
 
 
 def _overlap(windows: np.ndarray, boxes: np.ndarray) -> np.ndarray:
