@@ -188,3 +188,33 @@ def test_random_bbox_crop_reads_and_writes_corner_size_boxes():
         ltrb = np.concatenate([xywh[0][0, :2], xywh[0][0, :2] + xywh[0][0, 2:]])
         expected = np.clip((ltrb - np.tile(a, 2)) / np.tile(s, 2), 0, 1)
         np.testing.assert_allclose(b[0], np.concatenate([expected[:2], expected[2:] - expected[:2]]), atol=1e-6)
+
+
+def test_gpu_placement_gives_the_host_values():
+    """bb_flip, coord_flip, coord_transform and box_encoder accept device="gpu" like DALI's; they run
+    on the host and their outputs live on the pipeline's device."""
+    labels = [np.array([4], np.int32), np.zeros(0, np.int32)]
+
+    def graph(on_gpu):
+        b = fn.external_source(source=lambda: BOXES)
+        lab = fn.external_source(source=lambda: labels)
+        p = fn.external_source(source=lambda: POINTS)
+        if on_gpu:
+            b, lab, p = b.gpu(), lab.gpu(), p.gpu()
+        return (fn.bb_flip(b), fn.coord_flip(p, flip_y=1), fn.coord_transform(p, M=[2.0, 1.0, 0.0, 1.0]),
+                *fn.box_encoder(b, lab, anchors=ANCHORS))
+
+    results = []
+    for on_gpu in (False, True):
+        @pipeline_def(batch_size=2, num_threads=1, device_id=0 if on_gpu else None, seed=3)
+        def pipe():
+            return graph(on_gpu)
+
+        p = pipe()
+        outs = p.run()
+        assert all((type(o).__name__ == "TensorListGPU") == on_gpu for o in outs)
+        results.append([[np.asarray(o.as_cpu().at(i)) for i in range(2)] for o in outs])
+        p.close()
+    for host, device in zip(*results):
+        for a, b in zip(host, device):
+            np.testing.assert_array_equal(a, b)

@@ -7,7 +7,8 @@ overlaps most if that IoU exceeds ``criteria``. Matched anchors output the box i
 With ``offset=True`` the boxes are encoded relative to their anchors, SSD's regression targets:
 ``((cx - acx) / aw - mean) / std``, ``(log(w / aw) - mean) / std`` (unmatched anchors: zeros), on
 centre-form coordinates multiplied by ``scale``.
-Float32 arithmetic in DALI's order, so the outputs equal DALI's.
+Float32 arithmetic in DALI's order, so the outputs equal DALI's. ``device="gpu"`` runs the host
+implementation; the results move to the pipeline's device.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class BoxEncoder(Operator):
 
 
 BOX_ENCODER = register(OpSchema(
-    name="box_encoder", impl=BoxEncoder, min_inputs=2, max_inputs=2, num_outputs=2,
+    name="box_encoder", impl=BoxEncoder, devices=("cpu", "gpu"), min_inputs=2, max_inputs=2, num_outputs=2,
     doc="Assigns ground-truth boxes (input 0: float32 (N, 4) [l, t, r, b]) and labels (input 1: int32 (N,)) to "
         "anchors as SSD does; outputs per-anchor boxes (A, 4) in centre form (or encoded offsets with ``offset``) "
         "and labels (A,), 0 for background.",

@@ -3,6 +3,8 @@
 Boxes and points are rows along the last axis of float32 samples (any number per sample). Every
 operator runs one NumPy expression over all rows of the batch (``Rows``), with per-sample
 arguments repeated per row, in float32 as DALI computes them, so results equal DALI's bit for bit.
+Where DALI has a GPU version (bb_flip, coord_flip, coord_transform), ``device="gpu"`` runs the host
+implementation and the result moves to the pipeline's device.
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ _FLIP_ARGS = tuple(
                 Arg(f"center_{axis}", "float", 0.5, f"Centre of the {axis} flip.", tensor=True)))
 
 BB_FLIP = register(OpSchema(
-    name="bb_flip", impl=BbFlip,
+    name="bb_flip", devices=("cpu", "gpu"), impl=BbFlip,
     doc="Flips normalised boxes ([x, y, w, h], or [l, t, r, b] with ``ltrb``) horizontally and/or vertically "
         "within the [0, 1] image. Input: float32 rows of 4 values.",
     args=(Arg("horizontal", "int", 1, "Flip horizontally (0 or 1).", tensor=True, min=0, max=1),
@@ -189,7 +191,7 @@ BBOX_PASTE = register(OpSchema(
 ))
 
 COORD_FLIP = register(OpSchema(
-    name="coord_flip", impl=CoordFlip,
+    name="coord_flip", devices=("cpu", "gpu"), impl=CoordFlip,
     doc="Mirrors float32 point coordinates (rows of 1 to 3 values) about per-sample centres: "
         "``c' = 2 * center - c`` for each flipped axis.",
     args=(Arg("layout", "str", "", "Order of the coordinates, e.g. 'xy', 'yx', 'xyz'; default 'x', 'xy' or "
@@ -197,7 +199,7 @@ COORD_FLIP = register(OpSchema(
 ))
 
 COORD_TRANSFORM = register(OpSchema(
-    name="coord_transform", impl=CoordTransform,
+    name="coord_transform", devices=("cpu", "gpu"), impl=CoordTransform,
     doc="Applies the affine map ``M @ p + T`` (or ``MT = [M | T]``, e.g. from ``fn.transforms.*``) to every "
         "point; the last axis holds the coordinates. ``M`` may be a scalar (uniform scaling).",
     args=(Arg("M", "floats", None, "Linear part, d_out x d_in row-major, or a scalar; default identity.",

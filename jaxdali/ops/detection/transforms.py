@@ -5,10 +5,11 @@ point ``p`` to ``M @ p + T``. Given a transform as input, the new transform is a
 (``new @ input`` in homogeneous coordinates), or before it with ``reverse_order=True``;
 ``fn.transforms.combine`` chains its inputs, the first input applied first.
 
-Angles are turned into radians in float32 and everything else is computed in float64 and rounded
-to float32 at the end, as DALI does, so the matrices equal DALI's bit for bit. Arguments are
-vectors per sample (argument inputs allowed);
-a one-element vector is broadcast to ``ndim`` where DALI allows it (scale, crop windows).
+Arithmetic is float32 in DALI's order (products summed term by term), with sines, cosines and
+tangents taken in double precision of the float32 radians and rounded, so the matrices equal
+DALI's bit for bit (3D rotations about an axis: within a few float32 ulps). Arguments are vectors
+per sample (argument inputs allowed); a one-element vector is broadcast to ``ndim`` where DALI
+allows it (scale, crop windows).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class _Transform(Operator):
         m, before = self._own(inputs, args, n)
         if before is not None:
             m = _compose(m, before, self.args["reverse_order"])
-        return TensorListCPU(m[:, :-1].astype(_F32))
+        return TensorListCPU(np.ascontiguousarray(m[:, :-1]))
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -263,7 +264,7 @@ class Combine(Operator):
         out = mats[0]
         for m in mats[1:]:
             out = _matmul(m, out)
-        return TensorListCPU(out[:, :-1].astype(_F32))
+        return TensorListCPU(np.ascontiguousarray(out[:, :-1]))
 
 
 _REVERSE = Arg("reverse_order", "bool", False,
