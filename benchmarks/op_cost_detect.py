@@ -61,3 +61,5 @@ CASES = {
 }
 CASES["roi_random_crop"] = lambda fn, images: fn.roi_random_crop(images, crop_shape=[200, 200, 3],
                                                                  roi_start=[100, 150, 0], roi_end=[250, 300, 3])
+CASES["random_crop_generator"] = lambda fn, images: fn.random_crop_generator(
+    fn.cast(fn.random.uniform(range=[300, 500], shape=[3]), dtype=types_of(fn).INT64))

@@ -22,7 +22,7 @@ from jaxdali import fn, types  # noqa: E402
 COVERED_OPERATORS = (
     "transforms.translation", "transforms.scale", "transforms.rotation", "transforms.shear", "transforms.crop",
     "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine", "box_encoder",
-    "random_bbox_crop", "roi_random_crop",
+    "random_bbox_crop", "roi_random_crop", "random_crop_generator",
 )
 
 BATCH = 3
@@ -294,3 +294,17 @@ def test_roi_random_crop_draws_from_dalis_range(case):
         assert anchors.dtype == np.int64
         assert (anchors >= lo).all() and (anchors <= hi).all()
         assert (anchors.min(0) == lo).all() and (anchors.max(0) == hi).all()
+
+
+def test_random_crop_generator_windows_follow_dalis_rules():
+    """int32 [y, x] and [h, w] inside the image, area and aspect ratio within the ranges, in both."""
+    shapes = [np.array(s, np.int64) for s in ([375, 500, 3], [500, 333, 3], [240, 320, 1], [100, 100, 3])] * 16
+    dali_out, ours = run_both(lambda fn, t, s: tuple(fn.random_crop_generator(s, random_area=[0.1, 0.9])), [shapes],
+                              batch_size=len(shapes))
+    for anchors, sizes in (dali_out, ours):
+        for a, s, image in zip(anchors, sizes, shapes):
+            assert a.dtype == s.dtype == np.int32 and a.shape == s.shape == (2,)
+            h, w = image[:2]
+            assert (a >= 0).all() and a[0] + s[0] <= h and a[1] + s[1] <= w
+            assert 0.1 * h * w * 0.95 <= s[0] * s[1] <= 0.9 * h * w * 1.05
+            assert 0.75 * 0.95 <= s[1] / s[0] <= 4 / 3 * 1.05

@@ -547,6 +547,7 @@ DALI_ARGUMENT_INPUTS = {
     "box_encoder": set(),
     "random_bbox_crop": {"crop_shape", "input_shape"},
     "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
+    "random_crop_generator": set(),
 }
 
 
