@@ -22,7 +22,7 @@ from jaxdali import fn, types  # noqa: E402
 COVERED_OPERATORS = (
     "transforms.translation", "transforms.scale", "transforms.rotation", "transforms.shear", "transforms.crop",
     "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine", "box_encoder",
-    "random_bbox_crop", "roi_random_crop", "random_crop_generator",
+    "random_bbox_crop", "roi_random_crop", "random_crop_generator", "segmentation.select_masks",
 )
 
 BATCH = 3
@@ -308,3 +308,19 @@ def test_random_crop_generator_windows_follow_dalis_rules():
             assert (a >= 0).all() and a[0] + s[0] <= h and a[1] + s[1] <= w
             assert 0.1 * h * w * 0.95 <= s[0] * s[1] <= 0.9 * h * w * 1.05
             assert 0.75 * 0.95 <= s[1] / s[0] <= 4 / 3 * 1.05
+
+
+POLYGONS = [np.array([[0, 0, 3], [1, 3, 7], [2, 7, 10], [3, 10, 12]], np.int32),
+            np.array([[5, 0, 4], [7, 4, 5]], np.int32),
+            np.array([[1, 0, 6], [0, 6, 9]], np.int32)]
+VERTICES = [np.arange(24, dtype=np.float32).reshape(12, 2), rng.uniform(0, 9, (5, 3)).astype(np.float32),
+            rng.uniform(0, 99, (9, 2)).astype(np.float32)]
+MASK_IDS = [np.array(ids, np.int32) for ids in ([2, 0], [7], [0, 1])]
+
+
+@pytest.mark.parametrize("reindex", [False, True])
+def test_select_masks_equals_dali(reindex):
+    """Masks of one polygon each (DALI keeps only the last polygon of a mask; see select_masks.py)."""
+    assert_same(*run_both(lambda fn, t, ids, p, v: tuple(fn.segmentation.select_masks(ids, p, v,
+                                                                                         reindex_masks=reindex)),
+                          [MASK_IDS, POLYGONS, VERTICES]))

@@ -30,6 +30,11 @@ def run(graph, *batches, batch_size=2):
 BOXES = [np.array([[0.1, 0.2, 0.3, 0.5]], np.float32), np.zeros((0, 4), np.float32)]
 LABELS = [np.array([5], np.int32), np.zeros(0, np.int32)]
 ANCHORS = [0.0, 0.0, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0]
+def MASK_INPUTS(ids, polygons=((0, 0, 2), (1, 2, 5))):  # noqa: N802 (a table-building helper)
+    return ([np.array(ids, np.int32)] * 2, [np.array(polygons, np.int32)] * 2,
+            [np.arange(10, dtype=np.float32).reshape(5, 2)] * 2)
+
+
 POINTS = [np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)] * 2
 
 
@@ -114,6 +119,12 @@ def test_bb_flip_and_coord_flip_keep_ragged_batches():
      r"fn\.random_crop_generator: each sample must be an integer shape with at least 2 values"),
     (lambda s: fn.random_crop_generator(s, random_area=[0.5, 0.1]), ([np.array([5, 5], np.int64)] * 2,),
      r"fn\.random_crop_generator: .*random_area"),
+    (lambda i, p, v: fn.segmentation.select_masks(i, p, v), MASK_INPUTS(ids=[1, 1]),
+     r"fn\.segmentation\.select_masks: sample 0: mask id 1 is requested more than once"),
+    (lambda i, p, v: fn.segmentation.select_masks(i, p, v), MASK_INPUTS(ids=[4]),
+     r"fn\.segmentation\.select_masks: sample 0: mask id 4 has no polygon"),
+    (lambda i, p, v: fn.segmentation.select_masks(i, p, v), MASK_INPUTS(ids=[0], polygons=[[0, 0, 9]]),
+     r"polygon \[0, 0, 9\] does not index the 5 vertices"),
     (lambda b: fn.random_bbox_crop(b, thresholds=[0.99], scaling=[0.1, 0.2], allow_no_crop=False, num_attempts=100),
      (BOXES,),
      r"fn\.random_bbox_crop: sample 0: no crop window satisfies the thresholds"),
@@ -222,3 +233,13 @@ def test_gpu_placement_gives_the_host_values():
     for host, device in zip(*results):
         for a, b in zip(host, device):
             np.testing.assert_array_equal(a, b)
+
+
+def test_select_masks_keeps_every_polygon_of_a_mask():
+    polygons = [np.array([[3, 0, 2], [1, 2, 4], [3, 4, 7]], np.int32)] * 2
+    vertices = [np.arange(14, dtype=np.float32).reshape(7, 2)] * 2
+    ids = [np.array([3], np.int32)] * 2
+    selected, kept = run(lambda i, p, v: tuple(fn.segmentation.select_masks(i, p, v, reindex_masks=True)),
+                         ids, polygons, vertices)
+    assert selected[0].tolist() == [[0, 0, 2], [0, 2, 5]]
+    np.testing.assert_array_equal(kept[0], vertices[0][[0, 1, 4, 5, 6]])

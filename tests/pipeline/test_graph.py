@@ -548,6 +548,7 @@ DALI_ARGUMENT_INPUTS = {
     "random_bbox_crop": {"crop_shape", "input_shape"},
     "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
     "random_crop_generator": set(),
+    "segmentation.select_masks": set(),
 }
 
 
