@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxdali.plugin.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from jaxdali.pipeline.pipeline import share_host_threads
 from jaxdali.pipeline.tensors import TensorListGPU
 from jaxdali.plugin.jax import assembly
 
@@ -91,6 +92,8 @@ class DALIGenericIterator(_DaliBaseIterator):
         self._next_seconds = 0.0
         self._next_calls = 0
         pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
+        if pipelines is not None:
+            share_host_threads(pipes)  # one pipeline per device: their host work runs as one pipeline's
         for pipe in pipes if pipelines is not None else []:
             # Device-output mode: outputs are jax.Arrays on the pipeline's device when next() takes them,
             # and trailing per-pixel operators run in the fused device stage (same values).
