@@ -461,6 +461,37 @@ def test_evaluation_counts_every_sample_exactly_once_with_padding(index_files):
         assert counts.tolist() == [1] * 50, epoch
 
 
+@needs8
+@pytest.mark.parametrize("batch_axes", ["data", ("data", "model")])
+def test_is_nonpadding_lives_on_the_outputs_mesh_sharded_like_their_batch_axis(index_files, batch_axes):
+    """A shard_map written for the data's batch axis takes the mask unchanged: same mesh, same spec."""
+    files = index_files(30)
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+    sharding = NamedSharding(mesh, P(batch_axes))
+
+    @data_iterator(output_map=["label"], reader_name="Reader", sharding=sharding)
+    def loader(files, shard_id, num_shards):
+        return fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, pad_last_batch=True,
+                               name="Reader")[1]
+
+    @jax.jit
+    def real_rows(labels, mask):
+        per_shard = jax.shard_map(lambda lab, m: jnp.sum(m.astype(jnp.int32) * (lab[:, 0] >= 0))[None], mesh=mesh,
+                              in_specs=(P(batch_axes), P(batch_axes)), out_specs=P(batch_axes))
+        return jnp.sum(per_shard(labels, mask))
+
+    it = loader(files=files, batch_size=16)
+    counted = 0
+    for batch in it:
+        mask = it.is_nonpadding
+        assert mask.sharding == NamedSharding(mesh, P(batch_axes))
+        assert mask.sharding.mesh is batch["label"].sharding.mesh
+        for shard in mask.addressable_shards:  # rows where the outputs have them
+            assert shard.index[0] == batch["label"].sharding.devices_indices_map(batch["label"].shape)[shard.device][0]
+        counted += int(real_rows(batch["label"], mask))
+    assert counted == 30  # 4 shards of the row axis (data) or 8: each real sample once
+
+
 def test_is_nonpadding_without_sharding_is_numpy(index_files):
     it = DALIGenericIterator(files_pipe(index_files(7), batch_size=2, device_id=None, pad=True), ["data"],
                              reader_name="Reader")

@@ -208,7 +208,9 @@ class DALIGenericIterator(_DaliBaseIterator):
 
         A NumPy bool array of ``NP * batch_size`` entries; with a sharding, a ``jax.Array`` whose rows
         are placed like the outputs' rows, so ``jnp.sum(mask)`` in a jitted evaluation step counts each
-        sample exactly once across shards. Reader mode only.
+        sample exactly once across shards. With a ``NamedSharding`` it lives on the outputs' own mesh,
+        sharded like their batch axis (``PartitionSpec(spec[0])``), so ``shard_map`` specs and sharding
+        constraints written for the data's batch axis apply to it unchanged. Reader mode only.
         """
         mask = np.asarray(self._nonpadding_mask(), dtype=bool)
         if not self._shardings:
@@ -218,7 +220,8 @@ class DALIGenericIterator(_DaliBaseIterator):
         pieces = [mask[j * bs:(j + 1) * bs] for j in range(len(self._pipes))]
         devices = self._devices_for(sharding, [mask[:bs]] * len(self._pipes))
         shape = (len(sharding.device_set) * bs,)
-        return assembly.assemble_sharded(dict(zip(devices, pieces)), assembly.row_sharding(sharding, shape, bs), bs)
+        rows_like_outputs = assembly.batch_axis_sharding(sharding, shape, bs)
+        return assembly.assemble_sharded(dict(zip(devices, pieces)), rows_like_outputs, bs)
 
 
 def _global_arrays(output_map: list[str], shardings: dict):
