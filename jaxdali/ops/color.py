@@ -92,6 +92,27 @@ def check_std(op: str, name: str, value: Any, where: str | None = None) -> None:
                      f"(the output would be inf or NaN)")
 
 
+def _pixel_rows(region: np.ndarray, source: np.ndarray, params) -> tuple | None:
+    """Interleaved channels-last ``region`` and ``source`` (..., W, C) as rows (..., W * C), with the
+    per-channel coefficients tiled along a row, or None when the region's rows are not contiguous.
+
+    NumPy's inner loop then runs over a whole row instead of C (3) values at a time, several times
+    faster for HWC output with the same float32 operation on every element. A mirrored region
+    (negative W stride) is written in memory order from a copy of the source with its pixels reversed.
+    """
+    w_axis = region.ndim - 2
+    width, channels = region.shape[-2:]
+    if channels < 2 or region.strides[-1] != region.itemsize or abs(region.strides[-2]) != channels * region.itemsize:
+        return None
+    if region.strides[w_axis] < 0:
+        backwards = (slice(None),) * w_axis + (slice(None, None, -1),)
+        # Reversed whole pixels at a time (one C-byte item each), not one channel value at a time.
+        pixels = np.ascontiguousarray(source).view(np.dtype((np.void, channels * source.itemsize)))
+        region, source = region[backwards], np.ascontiguousarray(pixels[backwards]).view(source.dtype)
+    merged = region.shape[:-2] + (width * channels,)
+    return (region.reshape(merged), source.reshape(merged), np.tile(params[0], width), np.tile(params[1], width))
+
+
 class CropMirrorNormalize(LayoutAware, Operator):
     """crop -> mirror (per sample) -> (in - mean) * scale / std + shift -> layout -> dtype (-> pad channels)."""
 
@@ -246,7 +267,10 @@ class CropMirrorNormalize(LayoutAware, Operator):
             return
         shape = channel_shape(layout, src.ndim, channels)
         offset, factor = params[0].reshape(shape), params[1].reshape(shape)
-        if dtype == np.float32 and region.strides[c_axis] != region.itemsize:
+        rows = _pixel_rows(region, source, params) if c_axis == src.ndim - 1 and src.ndim >= 2 else None
+        if rows is not None:
+            region, source, offset, factor = rows
+        if dtype == np.float32 and rows is None and region.strides[c_axis] != region.itemsize:
             # Planar output (e.g. HWC -> CHW): one channel at a time, so every write is contiguous
             # (about 4x faster than writing through the transposed view; the same float32 operations).
             for ch in range(channels):
