@@ -573,6 +573,32 @@ def rn50_pipe(train=True):
 
 
 @needs_flowers
+def test_cpu_only_pipeline_with_a_one_device_sharding_normalises_on_that_device(monkeypatch):
+    """DALIGenericIterator over a device_id=None pipeline whose outputs all go to one device works
+    like data_iterator (device-output mode on that device): same values as run() on the host."""
+    from jaxdali.ops.color import CropMirrorNormalize
+
+    host = rn50_pipe(train=True, device_id=None)
+    expected = [host.run() for _ in range(2)]
+    host.close()
+
+    def host_run(self, *args):
+        raise AssertionError("crop_mirror_normalize ran on the host in device-output mode")
+
+    monkeypatch.setattr(CropMirrorNormalize, "run", host_run)
+    device = jax.devices()[-1]
+    sharding = NamedSharding(Mesh([device], ("batch",)), P("batch"))
+    it = DALIGenericIterator(rn50_pipe(train=True, device_id=None), ["images", "labels"], reader_name="Reader",
+                             sharding=sharding)
+    assert it._pipes[0]._runner.offloaded_ops == ["cmn"]
+    for images, labels in expected:
+        batch = next(it)
+        assert batch["images"].sharding == sharding and batch["images"].devices() == {device}
+        np.testing.assert_array_equal(np.asarray(batch["images"]), images.as_array())
+        np.testing.assert_array_equal(np.asarray(batch["labels"]), labels.as_array())
+
+
+@needs_flowers
 @pytest.mark.parametrize("train", [True, False, "crop_decoded"], ids=["train", "val_windowed_resize", "ragged_crop"])
 def test_iterator_moves_normalisation_to_the_device_with_identical_values(train, monkeypatch):
     """The iterator puts its pipeline in device-output mode: crop_mirror_normalize (whose result only

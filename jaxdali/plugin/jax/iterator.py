@@ -59,7 +59,9 @@ class DALIGenericIterator(_DaliBaseIterator):
 
     Output placement: a pipeline's device outputs live on its JAX device (``device_id``); its CPU
     outputs are placed there too. ``device_id=None`` pipelines give arrays on JAX's default device,
-    or, with a sharding, on the sharding's devices in row order.
+    or, with a sharding, on the sharding's devices in row order; one such pipeline with a sharding
+    over one device then runs in device-output mode on that device, exactly as with its ``device_id``
+    (same values, the same work as ``data_iterator``).
 
     .. note::
        Beyond DALI: per-output shardings (DALI issue #5535), shardings other than "split the
@@ -98,6 +100,10 @@ class DALIGenericIterator(_DaliBaseIterator):
             # Device-output mode: outputs are jax.Arrays on the pipeline's device when next() takes them,
             # and trailing per-pixel operators run in the fused device stage (same values).
             device = _pipeline_device(pipe)
+            if device is None and len(pipes) == 1:
+                # A CPU-only pipeline whose outputs all go to one device: that device, as with a device_id.
+                targets = {d for sh in self._shardings.values() for d in sh.device_set}
+                device = next(iter(targets)) if len(targets) == 1 else None
             if device is not None:
                 single = len(pipes) == 1 and self._shardings and all(
                     set(sh.device_set) == {device} for sh in self._shardings.values())
