@@ -92,6 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT_DATA),
                         help="ImageNet-style folder, one sub-folder per class (default: %(default)s)")
+    parser.add_argument("--upscaled", action="store_true",
+                        help="measure on ImageNet-size copies of --data (longer side 500 px, JPEG q90, written to "
+                             "a temporary folder by upscaled.py)")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per system and pipeline (default: 5)")
     parser.add_argument("--systems", default=DEFAULT_SYSTEMS,
                         help=f"comma-separated, from {','.join(SYSTEMS)}, or forms (jaxdali and every jaxdali-* form row) "
@@ -259,6 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.data):
         raise SystemExit(f"--data {args.data!r} is not a folder (an ImageNet-style folder: one sub-folder per class)")
     args.data = os.path.abspath(args.data)
+    if args.upscaled:
+        import tempfile
+
+        import upscaled
+
+        upscaled_dir = tempfile.TemporaryDirectory(prefix="jaxdali-bench-upscaled-")
+        progress(f"{upscaled.write_upscaled(args.data, upscaled_dir.name)} ImageNet-size copies of {args.data} "
+                 f"in {upscaled_dir.name}")
+        args.data = upscaled_dir.name
     started = time.time()
     notes = []
     interpreters: dict[str, str] = {}
