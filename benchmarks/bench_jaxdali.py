@@ -1,29 +1,44 @@
 """jaxdali: ``@data_iterator`` delivering sharded ``jax.Array``s, or plain ``Pipeline.run()``.
 
 Run by ``run.py`` in a fresh process per repetition:
-``python benchmarks/bench_jaxdali.py --pipeline train --data DIR [--variant run]``.
-The ``run`` variant also reports the per-operator time breakdown (``executor_statistics()``).
+``python benchmarks/bench_jaxdali.py --pipeline train --data DIR [--variant run] [--form FORM] [--layout HWC]
+[--source files] [--explicit-interp]``.
+The ``run`` variant also reports the per-operator time breakdown (``executor_statistics()``). The
+iterator variant's ``--form`` is how the user writes it: ``data_iterator`` (default) over all of
+``jax.devices()`` (run.py sets ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` for the
+8-device rows), or ``DALIGenericIterator`` over a pipeline left unbuilt (``generic``) or built first
+(``generic-built``), with the same sharding over one device. ``--layout``, ``--source`` and
+``--explicit-interp`` pick the equivalent ways of writing the graph (``dali_api.graph``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 
 import harness
 
+FORMS = ("data_iterator", "generic", "generic-built")
+
+
+def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The jaxdali-only options, and the rest of ``argv`` for ``harness.parse_args``."""
+    import dali_api
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--variant", choices=("iterator", "run"), default="iterator")
+    parser.add_argument("--form", choices=FORMS, default="data_iterator")
+    parser.add_argument("--layout", choices=("CHW", "HWC"), default="CHW")
+    parser.add_argument("--source", choices=dali_api.SOURCES, default="file_root")
+    parser.add_argument("--explicit-interp", action="store_true")
+    return parser.parse_known_args(argv)
+
 
 def main(argv: list[str] | None = None) -> dict:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    variant = "iterator"
-    if "--variant" in argv:
-        i = argv.index("--variant")
-        variant = argv[i + 1]
-        del argv[i:i + 2]
-    if variant not in ("iterator", "run"):
-        raise SystemExit(f"--variant must be 'iterator' or 'run', got {variant!r}")
-    args = harness.parse_args(argv)
+    form, rest = parse_form(list(sys.argv[1:] if argv is None else argv))
+    args = harness.parse_args(rest)
 
     import dali_api
     import jax
@@ -31,19 +46,30 @@ def main(argv: list[str] | None = None) -> dict:
 
     import jaxdali
     from jaxdali import fn, pipeline_def, types
-    from jaxdali.plugin.jax import data_iterator
+    from jaxdali.plugin.jax import DALIGenericIterator, data_iterator
 
     imported_at = time.time()
     versions = {"jaxdali": getattr(jaxdali, "__version__", "?"), "jax": jax.__version__,
-                "jaxdali_path": os.path.dirname(jaxdali.__file__)}
-    graph = dali_api.graph(args.pipeline, fn, types)
+                "jaxdali_path": os.path.dirname(jaxdali.__file__), "devices": len(jax.devices()),
+                "form": form.form, "layout": form.layout, "source": form.source,
+                "explicit_interp": form.explicit_interp}
+    graph = dali_api.graph(args.pipeline, fn, types, form.layout, form.source, form.explicit_interp)
     pipe = None
 
     def make_iterator_loader():
         sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
-        loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
-                               sharding=sharding)
-        iterator = loader(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
+        if form.form == "data_iterator":
+            loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
+                                   sharding=sharding)
+            iterator = loader(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
+        else:
+            one = NamedSharding(Mesh(jax.devices()[:1], ("batch",)), PartitionSpec("batch"))
+            generic_pipe = pipeline_def(graph, batch_size=args.batch_size, num_threads=args.threads,
+                                        seed=args.seed)(root=args.data)
+            if form.form == "generic-built":
+                generic_pipe.build()
+            iterator = DALIGenericIterator(generic_pipe, ["images", "labels"], reader_name="Reader",
+                                           auto_reset=True, sharding=one)
         next_raw = harness.endless(lambda: iterator)
 
         def next_batch():
@@ -60,8 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
         pipe.build()
         return lambda: pipe.run()[0]
 
-    if variant == "iterator":
-        return harness.measure(args, imported_at, make_iterator_loader, system="jaxdali", mode="data_iterator",
+    if form.variant == "iterator":
+        mode = form.form if form.form == "data_iterator" else f"DALIGenericIterator ({form.form})"
+        return harness.measure(args, imported_at, make_iterator_loader, system="jaxdali", mode=mode,
                                versions=versions)
     return harness.measure(args, imported_at, make_run_loader, system="jaxdali-run", mode="Pipeline.run",
                            versions=versions, op_seconds=lambda: pipe.executor_statistics(),

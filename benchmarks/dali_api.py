@@ -6,37 +6,75 @@ The same graph function runs under either library: the caller passes that librar
 
 from __future__ import annotations
 
+import atexit
+import functools
+import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from harness import MEAN_255, OUTPUT_SIZE, RANDOM_AREA, RANDOM_ASPECT_RATIO, STD_255, VAL_RESIZE_SHORTER
+from harness import (MEAN_255, OUTPUT_SIZE, RANDOM_AREA, RANDOM_ASPECT_RATIO, STD_255, VAL_RESIZE_SHORTER,
+                     list_images)
+
+#: How the file reader is told about the files: the three forms DALI's ``fn.readers.file`` accepts.
+SOURCES = ("file_root", "files", "file_list")
 
 
-def graph(pipeline: str, fn: Any, types: Any) -> Callable:
-    """The graph function of ``pipeline`` ("train" or "val") for the library of ``fn``/``types``.
+def reader_source(source: str, root: str) -> dict:
+    """The ``fn.readers.file`` arguments naming the images of ``root`` in the ``source`` form: the
+    folder itself, ``files=`` + ``labels=`` lists, or a ``file_list`` text file (written to a temp dir)."""
+    if source == "file_root":
+        return {"file_root": root}
+    samples = list_images(root)
+    if source == "files":
+        return {"files": [p for p, _ in samples], "labels": [label for _, label in samples]}
+    if source == "file_list":
+        return {"file_root": root, "file_list": _file_list(root)}
+    raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _file_list(root: str) -> str:
+    """A file_list of the images of ``root`` (paths relative to it), written once, removed at exit."""
+    fd, path = tempfile.mkstemp(prefix="jaxdali-bench-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{os.path.relpath(p, root)} {label}\n" for p, label in list_images(root))
+    atexit.register(os.remove, path)
+    return path
+
+
+def graph(pipeline: str, fn: Any, types: Any, layout: str = "CHW", source: str = "file_root",
+          explicit_interp: bool = False) -> Callable:
+    """The graph function of ``pipeline`` ("train" or "val") for the library of ``fn``/``types``,
+    delivering images in ``layout`` ("CHW", or "HWC": Flax's NHWC convention), its reader given the
+    files in the ``source`` form (``SOURCES``), its resize given ``interp_type=INTERP_LINEAR`` (the
+    default) explicitly when ``explicit_interp``. Every variant computes the same images.
 
     Its signature, ``(root, shard_id=0, num_shards=1)``, suits both ``pipeline_def`` and the JAX
     ``data_iterator`` decorators (which pass ``shard_id`` and ``num_shards``). The file reader is
     named "Reader" for ``reader_name``; the other operators are named for the time breakdown.
     """
+    resize_args = {"interp_type": types.INTERP_LINEAR} if explicit_interp else {}
 
     def train(root: str, shard_id: int = 0, num_shards: int = 1):
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, shard_id=shard_id,
+        jpegs, labels = fn.readers.file(**reader_source(source, root), random_shuffle=True, shard_id=shard_id,
                                         num_shards=num_shards, name="Reader")
         images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=list(RANDOM_AREA),
                                                random_aspect_ratio=list(RANDOM_ASPECT_RATIO), name="decode")
-        images = fn.resize(images, resize_x=OUTPUT_SIZE, resize_y=OUTPUT_SIZE, name="resize")
-        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", mean=list(MEAN_255),
+        images = fn.resize(images, resize_x=OUTPUT_SIZE, resize_y=OUTPUT_SIZE, name="resize", **resize_args)
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout=layout, mean=list(MEAN_255),
                                           std=list(STD_255), mirror=fn.random.coin_flip(probability=0.5, name="flip"),
                                           name="normalize")
         return images, labels
 
     def val(root: str, shard_id: int = 0, num_shards: int = 1):
-        jpegs, labels = fn.readers.file(file_root=root, shard_id=shard_id, num_shards=num_shards, name="Reader")
+        jpegs, labels = fn.readers.file(**reader_source(source, root), shard_id=shard_id, num_shards=num_shards,
+                                        name="Reader")
         images = fn.decoders.image(jpegs, output_type=types.RGB, name="decode")
-        images = fn.resize(images, resize_shorter=VAL_RESIZE_SHORTER, name="resize")
+        images = fn.resize(images, resize_shorter=VAL_RESIZE_SHORTER, name="resize", **resize_args)
         images = fn.crop_mirror_normalize(images, crop=(OUTPUT_SIZE, OUTPUT_SIZE), dtype=types.FLOAT,
-                                          output_layout="CHW", mean=list(MEAN_255), std=list(STD_255), name="normalize")
+                                          output_layout=layout, mean=list(MEAN_255), std=list(STD_255),
+                                          name="normalize")
         return images, labels
 
     return {"train": train, "val": val}[pipeline]

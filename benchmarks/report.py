@@ -26,6 +26,12 @@ def label(record: dict) -> str:
     system = record["system"]
     if system == "jaxdali":
         return f"**jaxdali** {v.get('jaxdali', '')} `@data_iterator` → sharded `jax.Array`"
+    if system.startswith("jaxdali-") and system != "jaxdali-run":
+        form = v.get("form", "data_iterator")
+        how = "`@data_iterator`" if form == "data_iterator" else (
+            "`DALIGenericIterator` over " + ("a built" if form == "generic-built" else "an unbuilt") + " pipeline")
+        return (f"jaxdali {how}, {v.get('devices', 1)} device(s), {v.get('layout', 'CHW')}, "
+                f"`{v.get('source', 'file_root')}=`" + (", explicit `interp_type`" if v.get("explicit_interp") else ""))
     if system == "jaxdali-run":
         return "jaxdali `Pipeline.run()` (host TensorList, reference)"
     if system in ("dali", "dali-run"):

@@ -1,6 +1,7 @@
 """Runs the train and val pipelines through jaxdali and its rivals, interleaved, and prints a report.
 
     python benchmarks/run.py [--data DIR] [--reps N] [--systems jaxdali,jaxdali-run,dali,grain,torch]
+    python benchmarks/run.py --systems forms,dali   # every way of writing the jaxdali pipeline
                              [--dali-python PY] [--grain-python PY] [--torch-python PY]
 
 Every repetition of every (pipeline, system) runs in a fresh process, in the order
@@ -41,6 +42,7 @@ class System:
     interpreter_option: str | None = None  # None: this interpreter (jaxdali's)
     requires: tuple[str, ...] = ()
     install_hint: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # set in the child's environment
 
     @property
     def env_var(self) -> str | None:
@@ -66,15 +68,37 @@ SYSTEMS = {s.name: s for s in (
 )}
 DEFAULT_SYSTEMS = "jaxdali,jaxdali-run,dali,grain,torch"
 
+_EIGHT_DEVICES = (("XLA_FLAGS", "--xla_force_host_platform_device_count=8"),)
+#: The same images written the other ways users write them (bench_jaxdali.py's options): each row
+#: should be within a few % of the fastest equivalent one. ``--systems forms`` runs them all.
+FORM_SYSTEMS = {s.name: s for s in (
+    System("jaxdali-8dev", "bench_jaxdali.py", requires=("jax", "jaxdali"), env=_EIGHT_DEVICES),
+    System("jaxdali-8dev-hwc", "bench_jaxdali.py", ("--layout", "HWC"), requires=("jax", "jaxdali"),
+           env=_EIGHT_DEVICES),
+    System("jaxdali-hwc", "bench_jaxdali.py", ("--layout", "HWC"), requires=("jax", "jaxdali")),
+    System("jaxdali-generic", "bench_jaxdali.py", ("--form", "generic"), requires=("jax", "jaxdali")),
+    System("jaxdali-generic-hwc", "bench_jaxdali.py", ("--form", "generic", "--layout", "HWC"),
+           requires=("jax", "jaxdali")),
+    System("jaxdali-generic-built", "bench_jaxdali.py", ("--form", "generic-built"), requires=("jax", "jaxdali")),
+    System("jaxdali-files", "bench_jaxdali.py", ("--source", "files"), requires=("jax", "jaxdali")),
+    System("jaxdali-file-list", "bench_jaxdali.py", ("--source", "file_list"), requires=("jax", "jaxdali")),
+    System("jaxdali-interp", "bench_jaxdali.py", ("--explicit-interp",), requires=("jax", "jaxdali")),
+)}
+SYSTEMS.update(FORM_SYSTEMS)
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT_DATA),
                         help="ImageNet-style folder, one sub-folder per class (default: %(default)s)")
+    parser.add_argument("--upscaled", action="store_true",
+                        help="measure on ImageNet-size copies of --data (longer side 500 px, JPEG q90, written to "
+                             "a temporary folder by upscaled.py)")
     parser.add_argument("--reps", type=int, default=5, help="repetitions per system and pipeline (default: 5)")
     parser.add_argument("--systems", default=DEFAULT_SYSTEMS,
-                        help=f"comma-separated, from {','.join(SYSTEMS)} (default: %(default)s)")
+                        help=f"comma-separated, from {','.join(SYSTEMS)}, or forms (jaxdali and every jaxdali-* form row) "
+                             "(default: %(default)s)")
     parser.add_argument("--pipelines", default="train,val", help="comma-separated (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
@@ -94,6 +118,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="folder for the results (.json with every record, .md report) (default: %(default)s)")
     args = parser.parse_args(argv)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if "forms" in args.systems:  # jaxdali's default row and every other way of writing it
+        i = args.systems.index("forms")
+        args.systems[i:i + 1] = [s for s in ("jaxdali", *FORM_SYSTEMS) if s not in args.systems]
     unknown = [s for s in args.systems if s not in SYSTEMS]
     if unknown:
         parser.error(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
@@ -108,7 +135,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # -- interpreters -----------------------------------------------------------------------------------------
 
 def _child_env(system: System | None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = dict(os.environ) | dict(system.env if system is not None else ())
     if system is None or system.interpreter_option is None:
         # jaxdali children measure this checkout, installed or not.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -235,6 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(args.data):
         raise SystemExit(f"--data {args.data!r} is not a folder (an ImageNet-style folder: one sub-folder per class)")
     args.data = os.path.abspath(args.data)
+    if args.upscaled:
+        import tempfile
+
+        import upscaled
+
+        upscaled_dir = tempfile.TemporaryDirectory(prefix="jaxdali-bench-upscaled-")
+        progress(f"{upscaled.write_upscaled(args.data, upscaled_dir.name)} ImageNet-size copies of {args.data} "
+                 f"in {upscaled_dir.name}")
+        args.data = upscaled_dir.name
     started = time.time()
     notes = []
     interpreters: dict[str, str] = {}
@@ -282,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                 records.append(record)
                 progress(f"[rep {rep + 1}/{args.reps} {pipeline:5}] {name:12} {describe_record(record)}")
                 expected = [args.batch_size, 3, harness.OUTPUT_SIZE, harness.OUTPUT_SIZE]
+                if "HWC" in system.extra_args:
+                    expected = expected[:1] + expected[2:] + expected[1:2]
                 if "error" not in record and (record["batch"]["shape"] != expected
                                               or record["batch"]["dtype"] != "float32"):
                     notes.append(f"{name} {pipeline}: batch {record['batch']} differs from {expected} float32")

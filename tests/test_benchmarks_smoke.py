@@ -58,6 +58,30 @@ def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, s
 
 
 @pytest.mark.slow
+def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
+    """run.py's rows for other ways of writing the pipeline, on ImageNet-size copies of the photos."""
+    out = tmp_path / "results"
+    systems = "jaxdali-8dev-hwc,jaxdali-generic-built,jaxdali-file-list"
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), "--data", str(small_folder), "--upscaled", "--systems", systems, "--no-raw",
+         "--pipelines", "val", "--reps", "1", "--batch-size", "8", "--warmup", "0", "--batches", "1",
+         "--out", str(out)],
+        check=False, capture_output=True, text=True, timeout=400, env=subprocess_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [saved] = out.glob("results-*.json")
+    by_system = {r["system"]: r for r in json.loads(saved.read_text())["records"]}
+    assert set(by_system) == set(systems.split(","))
+    assert by_system["jaxdali-8dev-hwc"]["batch"]["shape"] == [8, 224, 224, 3]
+    assert by_system["jaxdali-8dev-hwc"]["versions"]["devices"] == 8
+    assert by_system["jaxdali-file-list"]["versions"]["source"] == "file_list"
+    for name in ("jaxdali-generic-built", "jaxdali-file-list"):
+        assert by_system[name]["batch"] == {"shape": [8, 3, 224, 224], "dtype": "float32"}
+        assert by_system[name]["versions"]["devices"] == 1
+    assert "`DALIGenericIterator` over a built pipeline" in done.stdout
+    assert "16 ImageNet-size copies" in done.stderr
+
+
+@pytest.mark.slow
 def test_reader_benchmarks_report_every_loader(flowers_root, subprocess_env):
     """benchmarks/bench_readers_numpy.py and bench_remote_read.py on a few files: every loader gets a row."""
     bench = RUNNER.parent

@@ -20,7 +20,8 @@ from jaxdali.ops.convert import convert, round_half_away, separate_product
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, WindowOutOfBounds, check_crop_args,
                                    crop_positions, crop_window, device_anchors, requested_crop, static_sizes,
                                    window_slices)
-from jaxdali.ops.image_kernels import copy_window, device_flip, device_window, flipped, normalize, normalize_into
+from jaxdali.ops.image_kernels import (copy_window, device_flip, device_window, flipped, normalize, normalize_into,
+                                       pixel_rows)
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, check_type, dtype_argument,
                                  image_layout, per_channel, sample_name)
 from jaxdali.ops.operator import Operator
@@ -214,8 +215,10 @@ class CropMirrorNormalize(LayoutAware, Operator):
                     bshape = channel_shape(in_layout, view.ndim, len(offset))
 
                     def store(dst, src):
-                        v = normalize(src, offset.reshape(bshape), factor.reshape(bshape))
-                        np.copyto(dst, convert(v, dtype), casting="unsafe")
+                        rows = pixel_rows(dst, src, offset, factor, c_axis)
+                        d, s, o, f = rows if rows is not None else (dst, src, offset.reshape(bshape),
+                                                                   factor.reshape(bshape))
+                        np.copyto(d, convert(normalize(s, o, f), dtype), casting="unsafe")
                 fill = functools.partial(self._fill_values, view.shape[c_axis], dtype)
                 copy_window(samples[i], view, windows[i][0], fill, in_layout, store)
 

@@ -115,9 +115,38 @@ def normalize(x, offset, factor):
     return (x.astype(np.float32) - offset) * factor
 
 
+def pixel_rows(dst: np.ndarray, src: np.ndarray, offset: np.ndarray, factor: np.ndarray, c_axis: int) -> tuple | None:
+    """Channels-last ``dst`` and ``src`` (..., W, C) as rows (..., W * C) with the per-channel ``offset``
+    and ``factor`` tiled along a row; None unless channels are last and ``dst``'s pixels are contiguous.
+
+    NumPy's inner loop then runs over a whole row instead of C (3) values at a time, several times
+    faster for interleaved (HWC) output, with the same float32 operation on every element. A mirrored
+    ``dst`` (negative W stride) is written in memory order from a copy of ``src`` with its pixels reversed.
+    """
+    if c_axis != dst.ndim - 1 or dst.ndim < 2:
+        return None
+    w_axis = dst.ndim - 2
+    width, channels = dst.shape[-2:]
+    if channels < 2 or dst.strides[-1] != dst.itemsize or abs(dst.strides[-2]) != channels * dst.itemsize:
+        return None
+    if dst.strides[w_axis] < 0:
+        backwards = (slice(None),) * w_axis + (slice(None, None, -1),)
+        # Whole pixels reversed at a time (one C-value item each), not one channel value at a time.
+        pixels = np.ascontiguousarray(src).view(np.dtype((np.void, channels * src.itemsize)))
+        dst, src = dst[backwards], np.ascontiguousarray(pixels[backwards]).view(src.dtype)
+    merged = dst.shape[:-2] + (width * channels,)
+    return dst.reshape(merged), src.reshape(merged), np.tile(offset, width), np.tile(factor, width)
+
+
 def normalize_into(src: np.ndarray, dst: np.ndarray, offset: np.ndarray, factor: np.ndarray, c_axis: int) -> None:
     """``normalize(src, ...)`` written into the float32 array ``dst`` (of ``src``'s shape, any strides);
     ``offset`` and ``factor`` hold one value per channel (axis ``c_axis``)."""
+    rows = pixel_rows(dst, src, offset, factor, c_axis)
+    if rows is not None:
+        dst, src, offset, factor = rows
+        np.subtract(src, offset, out=dst, dtype=np.float32)
+        np.multiply(dst, factor, out=dst)
+        return
     if dst.strides[c_axis] != dst.itemsize:
         # Planar output (e.g. HWC -> CHW): one channel at a time, so every write is contiguous
         # (about 4x faster than writing through the transposed view; the same float32 operations).

@@ -20,7 +20,8 @@ import time
 import weakref
 from typing import Any, Callable
 
-__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "Prefetcher", "Produced", "QueueStats", "Cancelled"]
+__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "HostSlots", "Prefetcher", "Produced", "QueueStats",
+           "Cancelled"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -142,6 +143,40 @@ def shutdown_worker_pool() -> None:
     _POOL.shutdown()
 
 
+class HostSlots:
+    """At most ``slots`` batches of a group of pipelines computed at once, granted first come first served.
+
+    The pipelines of one iterator (one per device) share it: without it their producer threads,
+    two per pipeline, would all compute at once on cores sized for one pipeline's ``num_threads``,
+    and the GIL hand-overs and cache misses of that oversubscription cost more than the work.
+    Granting in arrival order keeps every pipeline's queue moving, so none starves the consumer.
+    """
+
+    def __init__(self, slots: int):
+        if slots < 1:
+            raise ValueError(f"HostSlots needs at least one slot, got {slots}")
+        self._lock = threading.Lock()
+        self._free = slots
+        self._waiters: collections.deque[threading.Lock] = collections.deque()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._free and not self._waiters:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by the release() that hands this waiter its slot
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._free += 1
+
+
 @dataclasses.dataclass
 class QueueStats:
     """What the prefetch queue saw since the pipeline was built (see ``Pipeline.queue_statistics``).
@@ -228,6 +263,7 @@ class Prefetcher:
         self._exited: set[threading.Thread] = set()  # producer threads out of _loop for good
         self._stopped = False  # on_stop has been called
         self._stats = QueueStats()
+        self._slots: HostSlots | None = None
         _PREFETCHERS.add(self)
 
     # -- consumer side --------------------------------------------------------------------------
@@ -249,6 +285,15 @@ class Prefetcher:
                                               daemon=True)
                     self._threads.append(thread)
                     thread.start()
+
+    @property
+    def producers(self) -> int:
+        """Producer threads (2 when batches overlap)."""
+        return self._producers
+
+    def share_slots(self, slots: HostSlots | None) -> None:
+        """Computes each batch holding a slot of ``slots`` (shared with other pipelines; None: no limit)."""
+        self._slots = slots
 
     def get(self, schedule_one: bool = False) -> Produced:
         """Blocks until the next entry is ready and returns it; ``schedule_one``: if it is a batch,
@@ -400,7 +445,18 @@ class Prefetcher:
                     return
                 # In a call of its own, so that no local of this long-lived frame keeps the last batch
                 # (or an error, whose traceback reaches the consumer's frames) alive while it waits.
-                self._put(ticket, self._run_one())
+                # The slot is given back before _put, which may wait for another producer's batch.
+                slots = self._slots
+                if slots is None:
+                    self._put(ticket, self._run_one())
+                    continue
+                slots.acquire()
+                try:
+                    produced = self._run_one()
+                finally:
+                    slots.release()
+                self._put(ticket, produced)
+                del produced
         finally:
             self._leave(exiting=True)
 

@@ -13,7 +13,7 @@ from jaxdali import pickling
 from jaxdali.ops.operator import BuildContext, Operator
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.pipeline.executor import Prefetcher, worker_pool
+from jaxdali.pipeline.executor import HostSlots, Prefetcher, worker_pool
 from jaxdali.ops.graph import DataNode, Graph, GraphScope, constant_node, current_graph, default_constant_array, reachable_ops
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type
@@ -475,6 +475,12 @@ class Pipeline:
                 "mean_queue_occupancy": q.occupancy_sum / q.gets if q.gets else 0.0, "queued": q.queued,
                 "queue_depth": self._depth}
 
+    def _share_host_threads(self, slots: HostSlots, pipelines: int) -> None:
+        """See ``share_host_threads``."""
+        self.build()
+        self._runner.overlap(pipelines * self._prefetcher.producers)
+        self._prefetcher.share_slots(slots)
+
     def set_output_device(self, device, finish=None) -> None:
         """Device-output mode, set by framework iterators (the JAX iterator does it for pipelines with a
         ``device_id``): every dense output becomes a ``jax.Array`` on ``device``, placed by the producer
@@ -676,3 +682,20 @@ def _check_output_contract(outputs: Sequence, contract: tuple, n_outputs: int) -
                     raise ValueError(f"Pipeline output {i}: expected ndim {want}, got {out.ndim()}")
             elif out.layout() != want:
                 raise ValueError(f"Pipeline output {i}: expected layout {want!r}, got {out.layout()!r}")
+
+
+def share_host_threads(pipelines: Sequence[Pipeline]) -> None:
+    """Schedules the host work of an iterator's pipelines (one per device) as one pipeline's.
+
+    A batch of any of them is computed only while holding one of ``num_threads`` shared slots, and
+    spreads its per-sample work over ``num_threads // (pipelines x producers)`` threads (at least one).
+    Without it, every pipeline's producers compute at once on cores sized for one pipeline's
+    ``num_threads``: more batches alive (memory) and threads contending for cores and the GIL.
+    What each pipeline computes, and in which order, is unchanged; only when and on which thread.
+    Builds the pipelines; call before the first batch is scheduled.
+    """
+    if len(pipelines) < 2:
+        return
+    slots = HostSlots(max(pipe.num_threads for pipe in pipelines))
+    for pipe in pipelines:
+        pipe._share_host_threads(slots, len(pipelines))

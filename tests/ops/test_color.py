@@ -83,6 +83,31 @@ def test_cmn_output_layout_hwc_and_chw_input():
     assert one(lambda x: fn.crop_mirror_normalize(x, output_layout="HWC"), [chw], layout="CHW")[0].shape == (4, 5, 3)
 
 
+@pytest.mark.parametrize("dtype", [types.FLOAT, types.FLOAT16, types.UINT8])
+@pytest.mark.parametrize("crop", [None, (20, 16), (40, 40)])  # none, inside, partly outside (padded)
+def test_cmn_hwc_output_equals_the_chw_output_transposed(dtype, crop):
+    """HWC output takes a row-wise path (whole rows of pixels per NumPy call, mirrored samples read
+    from reversed pixels): every element equals the per-channel CHW path's, mirrored or not."""
+    imgs = [np.random.default_rng(i).integers(0, 256, (30 + i, 25 + 2 * i, 3), dtype=np.uint8) for i in range(4)]
+    kw = dict(mean=[10.0, 120.0, 250.0], std=[3.0, 50.0, 0.7], dtype=dtype, out_of_bounds_policy="pad",
+              fill_values=[1.0, 2.0, 3.0], **({} if crop is None else {"crop": crop}))
+
+    def cmn(x, layout):
+        return fn.crop_mirror_normalize(x, output_layout=layout, mirror=fn.random.coin_flip(seed=3), **kw)
+
+    hwc = one(lambda x: cmn(x, "HWC"), imgs)
+    chw = one(lambda x: cmn(x, "CHW"), imgs)
+    for h, c in zip(hwc, chw):
+        np.testing.assert_array_equal(h, c.transpose(1, 2, 0))
+    mirror = one(lambda x: fn.random.coin_flip(seed=3), imgs)
+    assert 0 < sum(int(m) for m in mirror) < len(imgs)  # both paths ran
+    if crop is None and dtype == types.FLOAT:
+        factor = np.float32(1) / np.float32([3.0, 50.0, 0.7])
+        for img, h, m in zip(imgs, hwc, mirror):
+            src = img[:, ::-1] if int(m) else img
+            np.testing.assert_array_equal(h, (src - np.float32([10.0, 120.0, 250.0])) * factor)
+
+
 def test_cmn_sequences_need_a_matching_output_layout():
     seq = grid(3, 4, 5, 3)
     assert one(lambda x: fn.crop_mirror_normalize(x, output_layout="FCHW"), [seq], layout="FHWC")[0].shape == \

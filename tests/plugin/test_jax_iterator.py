@@ -469,6 +469,37 @@ def test_evaluation_counts_every_sample_exactly_once_with_padding(index_files):
         assert counts.tolist() == [1] * 50, epoch
 
 
+@needs8
+@pytest.mark.parametrize("batch_axes", ["data", ("data", "model")])
+def test_is_nonpadding_lives_on_the_outputs_mesh_sharded_like_their_batch_axis(index_files, batch_axes):
+    """A shard_map written for the data's batch axis takes the mask unchanged: same mesh, same spec."""
+    files = index_files(30)
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("data", "model"))
+    sharding = NamedSharding(mesh, P(batch_axes))
+
+    @data_iterator(output_map=["label"], reader_name="Reader", sharding=sharding)
+    def loader(files, shard_id, num_shards):
+        return fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, pad_last_batch=True,
+                               name="Reader")[1]
+
+    @jax.jit
+    def real_rows(labels, mask):
+        per_shard = jax.shard_map(lambda lab, m: jnp.sum(m.astype(jnp.int32) * (lab[:, 0] >= 0))[None], mesh=mesh,
+                              in_specs=(P(batch_axes), P(batch_axes)), out_specs=P(batch_axes))
+        return jnp.sum(per_shard(labels, mask))
+
+    it = loader(files=files, batch_size=16)
+    counted = 0
+    for batch in it:
+        mask = it.is_nonpadding
+        assert mask.sharding == NamedSharding(mesh, P(batch_axes))
+        assert mask.sharding.mesh is batch["label"].sharding.mesh
+        for shard in mask.addressable_shards:  # rows where the outputs have them
+            assert shard.index[0] == batch["label"].sharding.devices_indices_map(batch["label"].shape)[shard.device][0]
+        counted += int(real_rows(batch["label"], mask))
+    assert counted == 30  # 4 shards of the row axis (data) or 8: each real sample once
+
+
 def test_is_nonpadding_without_sharding_is_numpy(index_files):
     it = DALIGenericIterator(files_pipe(index_files(7), batch_size=2, device_id=None, pad=True), ["data"],
                              reader_name="Reader")
@@ -548,6 +579,32 @@ def rn50_pipe(train=True):
         images = fn.crop_mirror_normalize(images, crop=(64, 64), dtype=types.FLOAT, output_layout="CHW",
                                           mean=[124, 116, 104], std=[58, 57, 57], name="cmn")
     return images, labels
+
+
+@needs_flowers
+def test_cpu_only_pipeline_with_a_one_device_sharding_normalises_on_that_device(monkeypatch):
+    """DALIGenericIterator over a device_id=None pipeline whose outputs all go to one device works
+    like data_iterator (device-output mode on that device): same values as run() on the host."""
+    from jaxdali.ops.color import CropMirrorNormalize
+
+    host = rn50_pipe(train=True, device_id=None)
+    expected = [host.run() for _ in range(2)]
+    host.close()
+
+    def host_run(self, *args):
+        raise AssertionError("crop_mirror_normalize ran on the host in device-output mode")
+
+    monkeypatch.setattr(CropMirrorNormalize, "run", host_run)
+    device = jax.devices()[-1]
+    sharding = NamedSharding(Mesh([device], ("batch",)), P("batch"))
+    it = DALIGenericIterator(rn50_pipe(train=True, device_id=None), ["images", "labels"], reader_name="Reader",
+                             sharding=sharding)
+    assert it._pipes[0]._runner.offloaded_ops == ["cmn"]
+    for images, labels in expected:
+        batch = next(it)
+        assert batch["images"].sharding == sharding and batch["images"].devices() == {device}
+        np.testing.assert_array_equal(np.asarray(batch["images"]), images.as_array())
+        np.testing.assert_array_equal(np.asarray(batch["labels"]), labels.as_array())
 
 
 @needs_flowers

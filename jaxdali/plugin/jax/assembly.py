@@ -204,6 +204,22 @@ def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
     return global_array(shape, NamedSharding(mesh, PartitionSpec("device")), shards)
 
 
+def batch_axis_sharding(sharding, global_shape: tuple[int, ...], bs: int):
+    """The sharding of per-row data (the padding mask) that places rows exactly where ``sharding``
+    places the rows of an output of ``global_shape``.
+
+    For a ``NamedSharding`` it is the same mesh with the batch axis's partition only
+    (``PartitionSpec(spec[0])``), so ``shard_map`` specs and sharding constraints written for the
+    outputs' batch axis apply to the mask unchanged; for other shardings, ``row_sharding``.
+    """
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if isinstance(sharding, NamedSharding):
+        batch_spec = sharding.spec[0] if len(sharding.spec) else None
+        return NamedSharding(sharding.mesh, PartitionSpec(batch_spec), memory_kind=sharding.memory_kind)
+    return row_sharding(sharding, global_shape, bs)
+
+
 def row_sharding(sharding, global_shape: tuple[int, ...], bs: int):
     """A 1-D sharding that places rows exactly where ``sharding`` places them (for per-row data
     such as the padding mask): a (row blocks × replicas) mesh sharded over its first axis."""

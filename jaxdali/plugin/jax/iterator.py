@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxdali.pipeline.batch import PipelineBatch
+from jaxdali.pipeline.pipeline import share_host_threads
 from jaxdali.plugin.driver import _DaliBaseIterator
 from jaxdali.plugin.epoch_counter import LastBatchPolicy
 from jaxdali.tensors import TensorListGPU
@@ -60,7 +61,9 @@ class DALIGenericIterator(_DaliBaseIterator):
 
     Output placement: a pipeline's device outputs live on its JAX device (``device_id``); its CPU
     outputs are placed there too. ``device_id=None`` pipelines give arrays on JAX's default device,
-    or, with a sharding, on the sharding's devices in row order.
+    or, with a sharding, on the sharding's devices in row order; one such pipeline with a sharding
+    over one device then runs in device-output mode on that device, exactly as with its ``device_id``
+    (same values, the same work as ``data_iterator``).
 
     .. note::
        Beyond DALI: per-output shardings (DALI issue #5535), shardings other than "split the
@@ -93,10 +96,16 @@ class DALIGenericIterator(_DaliBaseIterator):
         self._next_seconds = 0.0
         self._next_calls = 0
         pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
+        if pipelines is not None:
+            share_host_threads(pipes)  # one pipeline per device: their host work runs as one pipeline's
         for pipe in pipes if pipelines is not None else []:
             # Device-output mode: outputs are jax.Arrays on the pipeline's device when next() takes them,
             # and trailing per-pixel operators run in the fused device stage (same values).
             device = _pipeline_device(pipe)
+            if device is None and len(pipes) == 1:
+                # A CPU-only pipeline whose outputs all go to one device: that device, as with a device_id.
+                targets = {d for sh in self._shardings.values() for d in sh.device_set}
+                device = next(iter(targets)) if len(targets) == 1 else None
             if device is not None:
                 single = len(pipes) == 1 and self._shardings and all(
                     set(sh.device_set) == {device} for sh in self._shardings.values())
@@ -207,7 +216,9 @@ class DALIGenericIterator(_DaliBaseIterator):
 
         A NumPy bool array of ``NP * batch_size`` entries; with a sharding, a ``jax.Array`` whose rows
         are placed like the outputs' rows, so ``jnp.sum(mask)`` in a jitted evaluation step counts each
-        sample exactly once across shards. Reader mode only.
+        sample exactly once across shards. With a ``NamedSharding`` it lives on the outputs' own mesh,
+        sharded like their batch axis (``PartitionSpec(spec[0])``), so ``shard_map`` specs and sharding
+        constraints written for the data's batch axis apply to it unchanged. Reader mode only.
         """
         mask = np.asarray(self._nonpadding_mask(), dtype=bool)
         if not self._shardings:
@@ -217,7 +228,8 @@ class DALIGenericIterator(_DaliBaseIterator):
         pieces = [mask[j * bs:(j + 1) * bs] for j in range(len(self._pipes))]
         devices = self._devices_for(sharding, [mask[:bs]] * len(self._pipes))
         shape = (len(sharding.device_set) * bs,)
-        return assembly.assemble_sharded(dict(zip(devices, pieces)), assembly.row_sharding(sharding, shape, bs), bs)
+        rows_like_outputs = assembly.batch_axis_sharding(sharding, shape, bs)
+        return assembly.assemble_sharded(dict(zip(devices, pieces)), rows_like_outputs, bs)
 
 
 def _global_arrays(output_map: list[str], shardings: dict):
