@@ -414,6 +414,23 @@ def decode_path(data) -> str:
     return _read_header(arr, "decoders.image", 0, None, False, options.get("max_image_pixels")).path
 
 
+_IMAGE_TYPE_CHANNELS = {DALIImageType.GRAY: 1, DALIImageType.RGB: 3, DALIImageType.BGR: 3, DALIImageType.YCbCr: 3}
+
+
+def decoded_shape(sample, image_type: DALIImageType, op: str, index: int, source: str | None,
+                  adjust_orientation: bool = True) -> tuple[int, int, int]:
+    """(height, width, channels) that decoding ``sample`` to ``image_type`` gives, from the header only
+    (``ANY_DATA`` on the OpenCV backend decodes the image to count its channels)."""
+    data = _encoded(sample, op, index, source)
+    header = _read_header(data, op, index, source, adjust_orientation, config.get("max_image_pixels"))
+    h, w = _oriented_size(header.height, header.width, header.orientation)
+    if image_type in _IMAGE_TYPE_CHANNELS:
+        return h, w, _IMAGE_TYPE_CHANNELS[image_type]
+    if header.stream is not None:
+        return h, w, int(header.stream.num_channels)
+    return h, w, int(np.atleast_3d(decode_image(data, DALIImageType.ANY_DATA, source)).shape[2])
+
+
 # -- orientation ------------------------------------------------------------------------------------
 # An EXIF orientation as operations on the stored image S: flip rows?, flip columns?, then transpose?
 _ORIENT = {1: (False, False, False), 2: (False, True, False), 3: (True, True, False), 4: (True, False, False),
@@ -651,8 +668,8 @@ class ImageDecoder(Operator):
         self.skip_log = SkipLog(f"fn.{self.op}")
         backend_status()  # import problems surface at build
 
-    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray):
-        """(y, x, h, w) arrays: one window per sample of the oriented images (``crops`` operators)."""
+    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int]):
+        """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators)."""
         raise NotImplementedError
 
     def run(self, ctx, inputs, args):
@@ -686,7 +703,7 @@ class ImageDecoder(Operator):
             if keys is not None and rows:  # vectorised over the chunk's samples
                 sizes = np.array([_oriented_size(headers[i].height, headers[i].width, headers[i].orientation)
                                   for i in rows], np.int64).reshape(-1, 2)
-                windows = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1]), axis=1).tolist()
+                windows = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
             for i, window in zip(rows, windows):
                 try:
                     out[i] = _captured(lambda: _decode_one(datas[i], headers[i], spec, params, window, op, i, names[i]),
@@ -715,7 +732,7 @@ class ImageRandomCropDecoder(ImageDecoder):
                                              self.args["num_attempts"])
         self.num_attempts = int(self.args["num_attempts"])
 
-    def windows(self, keys, heights, widths):
+    def windows(self, keys, heights, widths, rows):
         u = rng.uniform(keys, crop_window_draws(self.num_attempts), self.STREAM)
         return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
 

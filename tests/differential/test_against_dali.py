@@ -20,6 +20,8 @@ import jaxdali  # noqa: E402
 from jaxdali import fn, types  # noqa: E402
 from jaxdali.plugin import jax as jax_plugin  # noqa: E402
 
+COVERED_OPERATORS = ("readers.file", "external_source", "decoders.image", "resize", "crop_mirror_normalize")
+
 
 def _reader_pipelines(lib, files, num_shards, bs, pad, stick):
     module_fn = dali_fn if lib == "dali" else fn

@@ -20,6 +20,9 @@ from jaxdali.ops.readers.caffe import encode_datum, encode_tensor, encode_tensor
 from jaxdali.ops.readers import protowire  # noqa: E402
 from jaxdali.ops.readers.protowire import ProtoError  # noqa: E402
 
+#: Operators these tests check against real DALI (collected by tests/test_operator_coverage.py).
+COVERED_OPERATORS = ("readers.caffe", "readers.caffe2")
+
 FLOAT, INT32, BYTE, STRING, INT64 = 1, 2, 3, 4, 10
 
 

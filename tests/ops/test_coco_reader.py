@@ -18,6 +18,9 @@ dali = pytest.importorskip("nvidia.dali")
 dali_fn = pytest.importorskip("nvidia.dali.fn")
 Image = pytest.importorskip("PIL.Image")
 
+#: Operators these tests check against real DALI (collected by tests/test_operator_coverage.py).
+COVERED_OPERATORS = ("readers.coco",)
+
 
 def rle_text(counts) -> str:
     """COCO's compressed RLE text of run lengths (the inverse of rle_from_string)."""

@@ -16,6 +16,9 @@ from jaxdali import tfrecord as tfrec
 from jaxdali.ops.readers import tfrecord_format as fmt
 from jaxdali.tools import tfrecord2idx
 
+#: Operators these tests check against real DALI (collected by tests/test_operator_coverage.py).
+COVERED_OPERATORS = ("readers.tfrecord",)
+
 PHOTOS = 30
 
 

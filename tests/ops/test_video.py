@@ -20,6 +20,9 @@ from jaxdali.ops.video_decoder import select_frames
 
 av = pytest.importorskip("av")
 
+#: Operators these tests check against real DALI (collected by tests/test_operator_coverage.py).
+COVERED_OPERATORS = ("experimental.readers.video", "decoders.video")
+
 FRAMES, WIDTH, HEIGHT, GOP = 60, 96, 64, 10
 
 

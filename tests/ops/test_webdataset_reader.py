@@ -16,6 +16,9 @@ from jaxdali import fn, pipeline_def, types
 from jaxdali.ops.readers import wds_index
 from jaxdali.tools import wds2idx
 
+#: Operators these tests check against real DALI (collected by tests/test_operator_coverage.py).
+COVERED_OPERATORS = ("readers.webdataset",)
+
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)

@@ -560,6 +560,43 @@ DALI_ARGUMENT_INPUTS = {
     # DALI also takes pad_mode per sample; jaxdali takes it as a constant only.
     "decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
     "experimental.decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
+    # generic operators
+    "constant": set(),
+    "full": {"shape"},
+    "zeros": {"shape"},
+    "ones": {"shape"},
+    "full_like": set(),
+    "zeros_like": set(),
+    "ones_like": set(),
+    "cast_like": set(),
+    "copy": set(),
+    "cat": set(),
+    "stack": set(),
+    "squeeze": {"axes"},
+    "expand_dims": set(),
+    **{f"reductions.{kind}": set() for kind in ("sum", "mean", "mean_square", "rms", "min", "max", "variance",
+                                                  "std_dev")},
+    "shapes": set(),
+    "get_property": set(),
+    "reinterpret": {"shape", "rel_shape", "src_dims"},
+    "lookup_table": set(),
+    "element_extract": set(),
+    "sequence_rearrange": {"new_order"},
+    "per_frame": set(),
+    "permute_batch": {"indices"},
+    "batch_permutation": set(),
+    "random.beta": {"alpha", "beta", "shape"},
+    "pad": {"fill_value", "axes", "shape", "align"},
+    "io.file.read": set(),
+    # DALI also takes crop_d and crop_pos_z, which mean nothing for images; jaxdali refuses them.
+    **{op: {"crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y"} for op in ("decoders.image_crop",
+                                                                          "image_decoder_crop")},
+    **{op: {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"}
+       for op in ("decoders.image_slice", "image_decoder_slice")},
+    "python_function": set(),
+    "dl_tensor_python_function": set(),
+    "peek_image_shape": set(),
+    "slice": {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"},
 }
 
 
@@ -581,6 +618,10 @@ F32 = np.float32
 I32 = np.int32
 
 
+class TwoSamples(tuple):
+    """The two different samples of one input (a plain tuple lists several inputs)."""
+
+
 def _npy_file() -> str:
     """A 4x6 .npy file for the reader's ROI arguments (the case table is built at import), removed
     when the test process exits."""
@@ -593,6 +634,13 @@ def _npy_file() -> str:
 
 NPY = {"files": [_npy_file()]}
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
+
+
+def _png() -> np.ndarray:
+    """An encoded 6x8 PNG of distinct pixels, for the window decoders' arguments."""
+    import cv2
+
+    return np.frombuffer(cv2.imencode(".png", IMG)[1].tobytes(), np.uint8)
 
 
 def _tiny_video() -> np.ndarray:
@@ -733,6 +781,46 @@ ARGUMENT_INPUT_CASES = [
     ("readers.numpy", None, "", NPY, "rel_roi_start", [0.5, 0.25], [0.0, 0.0], F32),
     ("readers.numpy", None, "", NPY, "rel_roi_end", [0.5, 0.5], [1.0, 1.0], F32),
     ("readers.numpy", None, "", NPY, "rel_roi_shape", [0.5, 0.5], [0.25, 1.0], F32),
+    # generic operators
+    ("full", [1.5, 2.5], "", {}, "shape", [3, 2], [2, 2], I32),
+    ("zeros", None, "", {}, "shape", [2, 3], [3], I32),
+    ("ones", None, "", {}, "shape", [2, 3], [3], I32),
+    ("squeeze", VOL[:1, :, :1], "DHWC", {}, "axes", [0, 2], [0], I32),
+    ("reinterpret", IMG, "HWC", {}, "shape", [8, 6, 3], [3, 16, 3], I32),
+    ("reinterpret", IMG, "HWC", {}, "rel_shape", [0.5, 2, 1], [2, 0.5, 1], F32),
+    ("reinterpret", IMG, "HWC", {}, "src_dims", [1, 0, 2], [0, -1, 1, 2], I32),
+    ("sequence_rearrange", VOL, "FHWC", {}, "new_order", [3, 0, 0], [1, 2], I32),
+    ("permute_batch", TwoSamples((IMG, IMG[::-1])), "HWC", {}, "indices", 1, 0, I32),
+    ("random.beta", None, "", {"shape": [4]}, "alpha", 0.5, 3.0, F32),
+    ("random.beta", None, "", {"shape": [4]}, "beta", 0.5, 3.0, F32),
+    ("random.beta", None, "", {}, "shape", [5], [2], I32),
+    ("slice", IMG, "HWC", {"shape": [2, 2]}, "start", [1, 2], [0, 0], I32),
+    ("slice", IMG, "HWC", {"rel_shape": [0.5, 0.5]}, "rel_start", [0.25, 0.5], [0.0, 0.0], F32),
+    ("slice", IMG, "HWC", {"start": [1, 1]}, "end", [4, 3], [5, 5], I32),
+    ("slice", IMG, "HWC", {}, "rel_end", [0.5, 0.5], [1.0, 1.0], F32),
+    ("slice", IMG, "HWC", {"start": [1, 1]}, "shape", [3, 2], [2, 2], I32),
+    ("slice", IMG, "HWC", {}, "rel_shape", [0.5, 0.5], [1.0, 0.5], F32),
+    ("slice", IMG, "HWC", {"start": [1], "shape": [2]}, "axes", [0], [1], I32),
+    ("pad", IMG, "HWC", {"shape": [8, 9, 3]}, "fill_value", 5.0, 7.0, F32),
+    ("pad", IMG, "HWC", {"shape": [9]}, "axes", [0], [1], I32),
+    ("pad", IMG, "HWC", {}, "shape", [8, 9, 4], [7, 8, 3], I32),
+    ("pad", IMG, "HWC", {}, "align", [4], [5], I32),
+] + [
+    (op, _png(), "", fixed, arg, value, other, dtype)
+    for op in ("decoders.image_crop", "image_decoder_crop")
+    for fixed, arg, value, other, dtype in [
+        ({}, "crop", [4, 4], [3, 5], F32), ({"crop_w": 4}, "crop_h", 3, 4, F32), ({"crop_h": 4}, "crop_w", 3, 4, F32),
+        ({"crop": [3, 3]}, "crop_pos_x", 0.0, 1.0, F32), ({"crop": [3, 3]}, "crop_pos_y", 1.0, 0.0, F32),
+    ]
+] + [
+    (op, _png(), "", fixed, arg, value, other, dtype)
+    for op in ("decoders.image_slice", "image_decoder_slice")
+    for fixed, arg, value, other, dtype in [
+        ({"shape": [2, 2]}, "start", [1, 2], [0, 0], I32), ({"rel_shape": [0.5, 0.5]}, "rel_start", [0.25, 0.5],
+                                                              [0.0, 0.0], F32),
+        ({"start": [1, 1]}, "end", [4, 3], [5, 5], I32), ({}, "rel_end", [0.5, 0.5], [1.0, 1.0], F32),
+        ({"start": [1, 1]}, "shape", [3, 2], [2, 2], I32), ({}, "rel_shape", [0.5, 0.5], [1.0, 0.5], F32),
+        ({"start": [1], "shape": [2]}, "axes", [0], [1], I32)]
 ] + [
     (op, _tiny_video(), "", fixed, arg, value, other, I32)
     for op in ("decoders.video", "experimental.decoders.video")
@@ -764,7 +852,9 @@ def test_argument_given_as_a_node_equals_the_constant(op, data, layout, fixed, a
 
     def graph():
         inputs = [] if data is None else [data if isinstance(data, list) else source(data, data, layout=layout)]
-        if isinstance(data, tuple):  # several inputs, the first one with the layout
+        if isinstance(data, TwoSamples):
+            inputs = [source(*data, layout=layout)]
+        elif isinstance(data, tuple):  # several inputs, the first one with the layout
             inputs = [source(d, d, layout=layout if k == 0 else "") for k, d in enumerate(data)]
         node = fn.external_source(source=lambda: [np.asarray(value, dtype)] * 2)
         with_node = func(*inputs, **fixed, **seeded, **{arg: node})

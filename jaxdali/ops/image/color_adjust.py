@@ -14,8 +14,8 @@ import numpy as np
 from jaxdali.ops.color import BrightnessContrast, Hsv, _value_range, bc_coefficients, hsv_matrix
 from jaxdali.ops.geometry import convert
 from jaxdali.ops.schema import Arg, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["BRIGHTNESS", "CONTRAST", "HUE", "SATURATION"]
 

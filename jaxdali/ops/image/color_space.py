@@ -16,8 +16,8 @@ import numpy as np
 from jaxdali.ops.geometry import image_layout, sample_name
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIImageType
 
 __all__ = ["COLOR_SPACE_CONVERSION", "RGB_TO_YCBCR"]

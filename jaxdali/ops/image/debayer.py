@@ -10,8 +10,8 @@ import numpy as np
 from jaxdali.ops.geometry import image_layout, sample_name
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["DEBAYER", "EXPERIMENTAL_DEBAYER", "bayer_code"]
 

@@ -12,8 +12,8 @@ import numpy as np
 from jaxdali.ops.image.spatial import planes, spatial_layout
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["EQUALIZE", "EXPERIMENTAL_EQUALIZE"]
 

@@ -14,8 +14,8 @@ import numpy as np
 from jaxdali.ops.geometry import convert, sample_name
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["ERASE"]
 

@@ -17,8 +17,8 @@ from jaxdali.ops.geometry import convert, sample_name
 from jaxdali.ops.image.spatial import planes, spatial_layout
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import to_numpy_type
 
 __all__ = ["FILTER", "EXPERIMENTAL_FILTER"]

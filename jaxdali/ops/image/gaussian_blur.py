@@ -18,8 +18,8 @@ from jaxdali.ops.geometry import convert, sample_name
 from jaxdali.ops.image.spatial import planes, spatial_axes, spatial_layout
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType
 
 __all__ = ["GAUSSIAN_BLUR", "gaussian_kernel"]

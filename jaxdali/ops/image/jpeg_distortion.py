@@ -9,8 +9,8 @@ import numpy as np
 from jaxdali.ops.geometry import image_layout, sample_name
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["JPEG_COMPRESSION_DISTORTION"]
 

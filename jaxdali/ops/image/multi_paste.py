@@ -12,8 +12,8 @@ import numpy as np
 from jaxdali.ops.geometry import convert, image_layout
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import to_numpy_type
 
 __all__ = ["MULTI_PASTE"]

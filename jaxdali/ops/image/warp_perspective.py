@@ -14,8 +14,8 @@ import numpy as np
 from jaxdali.ops.geometry import image_layout, sample_name
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.pipeline.device_stage import owned_empty
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.core.buffers import owned_empty
+from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIInterpType
 
 __all__ = ["WARP_PERSPECTIVE", "opencv_matrix"]
