@@ -257,7 +257,7 @@ class Graph:
         seed_index = last.seed_index + last.schema.seeded if last else 0
         node = OpNode(schema, op_id, name, device, inputs, args, arg_inputs, preserve, seed_index)
         out_device = schema.output_device or ("cpu" if device == "cpu" else "gpu")
-        n_out = schema.outputs_for(args)
+        n_out = schema.outputs_for(args, len(inputs))
         node.outputs = [DataNode(f"{name}[{i}]" if n_out > 1 else name, out_device, node, i) for i in range(n_out)]
         self.ops.append(node)
         return node

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import numbers
 from typing import Any, Callable, Mapping, Sequence
 
@@ -210,7 +211,8 @@ class OpSchema:
       args: the operator's own arguments (``COMMON_ARGS`` are added automatically).
       devices: the placements it supports, among "cpu", "mixed" and "gpu".
       min_inputs, max_inputs: number of positional (data) inputs.
-      num_outputs: a number, or a function of the converted arguments.
+      num_outputs: a number, or a function of the converted arguments (or of the arguments and the
+        number of data inputs, when it takes two parameters).
       rejected: DALI argument names that are deliberately not supported, each with the reason and
         the alternative.
       is_source: produces the batch (readers, external_source): it decides the batch size.
@@ -230,7 +232,7 @@ class OpSchema:
     devices: tuple[str, ...] = ("cpu",)
     min_inputs: int = 1
     max_inputs: int = 1
-    num_outputs: int | Callable[[Mapping[str, Any]], int] = 1
+    num_outputs: int | Callable[..., int] = 1
     rejected: Mapping[str, str] = dataclasses.field(default_factory=dict)
     is_source: bool = False
     output_device: str | None = None
@@ -252,8 +254,12 @@ class OpSchema:
     def arg_map(self) -> dict[str, Arg]:
         return {a.name: a for a in self.all_args}
 
-    def outputs_for(self, args: Mapping[str, Any]) -> int:
-        return self.num_outputs(args) if callable(self.num_outputs) else self.num_outputs
+    def outputs_for(self, args: Mapping[str, Any], num_inputs: int = 0) -> int:
+        if not callable(self.num_outputs):
+            return self.num_outputs
+        if len(inspect.signature(self.num_outputs).parameters) == 2:
+            return self.num_outputs(args, num_inputs)
+        return self.num_outputs(args)
 
     def docstring(self) -> str:
         lines = [self.doc.strip(), "", f"Supported devices: {', '.join(self.devices)}.", "", "Args:"]

@@ -597,6 +597,21 @@ DALI_ARGUMENT_INPUTS = {
     "dl_tensor_python_function": set(),
     "peek_image_shape": set(),
     "slice": {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"},
+    "transforms.translation": {"offset"},
+    "transforms.scale": {"scale", "center"},
+    "transforms.rotation": {"angle", "axis", "center"},
+    "transforms.shear": {"shear", "angles", "center"},
+    "transforms.crop": {"from_start", "from_end", "to_start", "to_end"},
+    "transforms.combine": set(),
+    "coord_transform": {"M", "T", "MT"},
+    "coord_flip": {"flip_x", "flip_y", "flip_z", "center_x", "center_y", "center_z"},
+    "bb_flip": {"horizontal", "vertical"},
+    "bbox_paste": {"ratio", "paste_x", "paste_y"},
+    "box_encoder": set(),
+    "random_bbox_crop": {"crop_shape", "input_shape"},
+    "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
+    "random_crop_generator": set(),
+    "segmentation.select_masks": set(),
 }
 
 
@@ -633,6 +648,8 @@ def _npy_file() -> str:
 
 
 NPY = {"files": [_npy_file()]}
+BOXES = rng.uniform(0, 1, (3, 4)).astype(np.float32)
+LTRB = np.array([[0.1, 0.2, 0.6, 0.7], [0.3, 0.3, 0.8, 0.9]], np.float32)
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
 
 
@@ -827,6 +844,48 @@ ARGUMENT_INPUT_CASES = [
     for fixed, arg, value, other in [({}, "frames", [0, 5], [1, 2]), ({}, "start_frame", 2, 5),
                                      ({"start_frame": 1}, "end_frame", 6, 9), ({}, "stride", 2, 3),
                                      ({}, "sequence_length", 3, 5)]
+] + [
+    ("transforms.translation", None, "", {}, "offset", [1, 2], [3, -1], F32),
+    ("transforms.scale", None, "", {}, "scale", [2, 3], [1, 0.5], F32),
+    ("transforms.scale", None, "", {"scale": [2, 3]}, "center", [1, 1], [0, 2], F32),
+    ("transforms.rotation", None, "", {}, "angle", 30.0, 45.0, F32),
+    ("transforms.rotation", None, "", {"angle": 30.0}, "axis", [0, 0, 1], [1, 0, 0], F32),
+    ("transforms.rotation", None, "", {"angle": 30.0}, "center", [1, 2], [0, 0], F32),
+    ("transforms.shear", None, "", {}, "shear", [0.5, 0.25], [0, 1], F32),
+    ("transforms.shear", None, "", {}, "angles", [10, 20], [-5, 0], F32),
+    ("transforms.shear", None, "", {"shear": [0.5, 0.25]}, "center", [1, 2], [0, 0], F32),
+    ("transforms.crop", None, "", {}, "from_start", [0.5, 0.25], [0, 0], F32),
+    ("transforms.crop", None, "", {}, "from_end", [3, 4], [2, 2], F32),
+    ("transforms.crop", None, "", {}, "to_start", [0.5, 0.25], [0, 0], F32),
+    ("transforms.crop", None, "", {}, "to_end", [3, 4], [2, 2], F32),
+    ("coord_transform", BOXES.reshape(-1, 2), "", {}, "M", [1, 2, 3, 4], [2], F32),
+    ("coord_transform", BOXES.reshape(-1, 2), "", {}, "T", [1, 2], [0, -1], F32),
+    ("coord_transform", BOXES.reshape(-1, 2), "", {}, "MT", [1, 2, 3, 4, 5, 6], [1, 0, 1, 0, 1, 1], F32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {}, "flip_x", 0, 1, I32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {}, "flip_y", 1, 0, I32),
+    ("coord_flip", BOXES[:, :3], "", {}, "flip_z", 1, 0, I32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {}, "center_x", 0.25, 0.5, F32),
+    ("coord_flip", BOXES.reshape(-1, 2), "", {"flip_y": 1}, "center_y", 0.25, 0.5, F32),
+    ("coord_flip", BOXES[:, :3], "", {"flip_z": 1}, "center_z", 0.25, 0.5, F32),
+    ("bb_flip", BOXES, "", {}, "horizontal", 0, 1, I32),
+    ("bb_flip", BOXES, "", {}, "vertical", 1, 0, I32),
+    ("bbox_paste", BOXES, "", {}, "ratio", 2.0, 3.0, F32),
+    ("bbox_paste", BOXES, "", {"ratio": 2.0}, "paste_x", 0.25, 0.5, F32),
+    ("bbox_paste", BOXES, "", {"ratio": 2.0}, "paste_y", 0.25, 0.5, F32),
+    ("random_bbox_crop", LTRB, "", {"input_shape": [100, 80], "allow_no_crop": False}, "crop_shape",
+     [40, 30], [60, 50], I32),
+    ("random_bbox_crop", LTRB, "", {"crop_shape": [40, 30], "allow_no_crop": False}, "input_shape",
+     [100, 80], [60, 50], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "roi_start": [10, 10], "roi_end": [20, 20], "in_shape": [100, 100]},
+     "crop_shape", [40, 40], [15, 15], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_end": [50, 50], "in_shape": [100, 100]},
+     "roi_start", [10, 10], [20, 20], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
+     "roi_end", [20, 20], [60, 60], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
+     "roi_shape", [10, 10], [40, 40], I32),
+    ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [30, 30], "roi_end": [40, 40]},
+     "in_shape", [100, 100], [60, 50], I32),
 ]
 
 
@@ -859,7 +918,9 @@ def test_argument_given_as_a_node_equals_the_constant(op, data, layout, fixed, a
         node = fn.external_source(source=lambda: [np.asarray(value, dtype)] * 2)
         with_node = func(*inputs, **fixed, **seeded, **{arg: node})
         with_constant = func(*inputs, **fixed, **seeded, **{arg: value})
-        return with_node, with_constant, func(*inputs, **fixed, **seeded, **{arg: other})
+        with_other = func(*inputs, **fixed, **seeded, **{arg: other})
+        # Operators with several outputs (random_bbox_crop) are compared on their first one.
+        return tuple(out[0] if isinstance(out, list) else out for out in (with_node, with_constant, with_other))
 
     with_node, with_constant, with_other = run_graph(graph)
     for a, b in zip(with_node, with_constant):
