@@ -422,7 +422,7 @@ def decoded_shape(sample, image_type: DALIImageType, op: str, index: int, source
     """(height, width, channels) that decoding ``sample`` to ``image_type`` gives, from the header only
     (``ANY_DATA`` on the OpenCV backend decodes the image to count its channels)."""
     data = _encoded(sample, op, index, source)
-    header = _read_header(data, op, index, source, adjust_orientation, config.get("max_image_pixels"))
+    header = _read_header(data, op, index, source, adjust_orientation, options.get("max_image_pixels"))
     h, w = _oriented_size(header.height, header.width, header.orientation)
     if image_type in _IMAGE_TYPE_CHANNELS:
         return h, w, _IMAGE_TYPE_CHANNELS[image_type]
