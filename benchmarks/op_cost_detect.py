@@ -63,3 +63,5 @@ CASES["roi_random_crop"] = lambda fn, images: fn.roi_random_crop(images, crop_sh
                                                                  roi_start=[100, 150, 0], roi_end=[250, 300, 3])
 CASES["random_crop_generator"] = lambda fn, images: fn.random_crop_generator(
     fn.cast(fn.random.uniform(range=[300, 500], shape=[3]), dtype=types_of(fn).INT64))
+CASES["random_mask_pixel"] = lambda fn, images: fn.segmentation.random_mask_pixel(images, foreground=1,
+                                                                                  threshold=200.0)

@@ -23,6 +23,7 @@ COVERED_OPERATORS = (
     "transforms.translation", "transforms.scale", "transforms.rotation", "transforms.shear", "transforms.crop",
     "transforms.combine", "coord_transform", "coord_flip", "bb_flip", "bbox_paste", "warp_affine", "box_encoder",
     "random_bbox_crop", "roi_random_crop", "random_crop_generator", "segmentation.select_masks",
+    "segmentation.random_mask_pixel",
 )
 
 BATCH = 3
@@ -324,3 +325,28 @@ def test_select_masks_equals_dali(reindex):
     assert_same(*run_both(lambda fn, t, ids, p, v: tuple(fn.segmentation.select_masks(ids, p, v,
                                                                                          reindex_masks=reindex)),
                           [MASK_IDS, POLYGONS, VERTICES]))
+
+
+def _mask() -> np.ndarray:
+    m = np.zeros((6, 8), np.int32)
+    m[1:3, 2:4] = 2
+    m[4, 6] = 5
+    return m
+
+
+@pytest.mark.parametrize("kwargs,allowed", [
+    ({}, None), ({"foreground": 1}, {2, 5}), ({"foreground": 1, "value": 5}, {5}),
+    ({"foreground": 1, "threshold": 3.0}, {5}), ({"foreground": 1, "value": 7}, None)], ids=str)
+def test_random_mask_pixel_draws_from_the_same_pixels_as_dali(kwargs, allowed):
+    """int64 coordinates of a pixel of the allowed values (any pixel when None) in both libraries;
+    over 64 draws every allowed pixel value turns up."""
+    mask = _mask()
+    dali_out, ours = run_both(lambda fn, t, m: fn.segmentation.random_mask_pixel(m, **kwargs), [[mask] * 64],
+                              batch_size=64)
+    for (coords,) in (dali_out, ours):
+        assert all(c.dtype == np.int64 and c.shape == (2,) for c in coords)
+        values = {int(mask[tuple(c)]) for c in coords}
+        if allowed is None:  # any pixel: 37 of the 48 are background
+            assert 0 in values
+        else:
+            assert values == allowed

@@ -125,6 +125,8 @@ def test_bb_flip_and_coord_flip_keep_ragged_batches():
      r"fn\.segmentation\.select_masks: sample 0: mask id 4 has no polygon"),
     (lambda i, p, v: fn.segmentation.select_masks(i, p, v), MASK_INPUTS(ids=[0], polygons=[[0, 0, 9]]),
      r"polygon \[0, 0, 9\] does not index the 5 vertices"),
+    (lambda m: fn.segmentation.random_mask_pixel(m), ([np.zeros((0, 4), np.uint8)] * 2,),
+     r"fn\.segmentation\.random_mask_pixel: sample 0: the mask is empty"),
     (lambda b: fn.random_bbox_crop(b, thresholds=[0.99], scaling=[0.1, 0.2], allow_no_crop=False, num_attempts=100),
      (BOXES,),
      r"fn\.random_bbox_crop: sample 0: no crop window satisfies the thresholds"),

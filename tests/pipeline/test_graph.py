@@ -612,6 +612,7 @@ DALI_ARGUMENT_INPUTS = {
     "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
     "random_crop_generator": set(),
     "segmentation.select_masks": set(),
+    "segmentation.random_mask_pixel": {"foreground", "threshold", "value"},
 }
 
 
@@ -649,6 +650,8 @@ def _npy_file() -> str:
 
 NPY = {"files": [_npy_file()]}
 BOXES = rng.uniform(0, 1, (3, 4)).astype(np.float32)
+MASK = np.zeros((6, 8), np.int32)
+MASK[1:3, 2:4], MASK[4, 6] = 2, 5
 LTRB = np.array([[0.1, 0.2, 0.6, 0.7], [0.3, 0.3, 0.8, 0.9]], np.float32)
 NN, LINEAR = int(types.INTERP_NN), int(types.INTERP_LINEAR)
 
@@ -884,6 +887,9 @@ ARGUMENT_INPUT_CASES = [
      "roi_end", [20, 20], [60, 60], I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [10, 10], "in_shape": [100, 100]},
      "roi_shape", [10, 10], [40, 40], I32),
+    ("segmentation.random_mask_pixel", MASK, "", {"seed": 5}, "foreground", 1, 0, I32),
+    ("segmentation.random_mask_pixel", MASK, "", {"seed": 5, "foreground": 1}, "threshold", 3.0, 0.0, F32),
+    ("segmentation.random_mask_pixel", MASK, "", {"seed": 5, "foreground": 1}, "value", 5, 2, I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [30, 30], "roi_end": [40, 40]},
      "in_shape", [100, 100], [60, 50], I32),
 ]
