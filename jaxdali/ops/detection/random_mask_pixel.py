@@ -13,7 +13,7 @@ import numpy as np
 from jaxdali.ops import rng
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpSchema, register
-from jaxdali.pipeline.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU
 
 __all__ = ["RANDOM_MASK_PIXEL"]
 
