@@ -134,8 +134,8 @@ def posterize(data, mask):
 @augmentation(mag_range=(256, 0), param_device="auto")
 def solarize(data, threshold):
     """Inverts the pixels at or above the threshold."""
-    below = data < threshold
-    return below * data + (below ^ True) * (types.Constant(255, dtype=types.UINT8) - data)
+    # 255 - x == x ^ 255 for uint8: one pass flips the chosen pixels.
+    return data ^ ((data >= threshold) * types.Constant(255, dtype=types.UINT8))
 
 
 def solarize_add_shift(shift: float) -> np.ndarray:
@@ -148,8 +148,7 @@ def solarize_add_shift(shift: float) -> np.ndarray:
 @augmentation(mag_range=(0, 110), param_device="auto", mag_to_param=solarize_add_shift)
 def solarize_add(data, shift):
     """Adds the shift to the pixels below 128 (wrapping as uint8)."""
-    below = data < types.Constant(128, dtype=types.UINT8)
-    return below * (data + shift) + (below ^ True) * data
+    return data + (data < types.Constant(128, dtype=types.UINT8)) * shift
 
 
 @augmentation
