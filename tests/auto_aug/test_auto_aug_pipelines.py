@@ -160,3 +160,26 @@ def test_rand_augment_with_shape_translates_relative_to_the_size(flowers_root):
     for o, img in zip(out, images):
         assert np.asarray(o).shape == np.asarray(img).shape
         assert not np.array_equal(np.asarray(o), np.asarray(img))
+
+
+def test_apply_auto_augment_runs_one_sub_policy_per_sample():
+    """Each sample gets one sub-policy, stages in order; probability 0 stages never run."""
+    posterize = a.posterize.augmentation(mag_range=(0, 4))
+    with pytest.warns(UserWarning, match="probability 0"):
+        policy = Policy("two", 5, [[(a.invert, 1.0, None), (posterize, 1.0, 2)],
+                                   [(posterize, 1.0, 4), (a.invert, 0.0, None)]])
+    images = [np.full((4, 3, 3), (37 * k + 5) % 256, np.uint8) for k in range(16)]
+
+    @pipeline_def(batch_size=16, num_threads=1, device_id=None, seed=8, enable_conditionals=True)
+    def pipe():
+        x = fn.external_source(source=lambda: images, layout="HWC")
+        return auto_augment.apply_auto_augment(policy, x, seed=3)
+
+    p = pipe()
+    out = [np.asarray(s) for s in p.run()[0]]
+    p.close()
+    first = [(255 - img) & np.uint8(0b11000000) for img in images]  # invert, then keep 2 bits
+    second = [img & np.uint8(0b11110000) for img in images]  # keep 4 bits, never inverted
+    took = [np.array_equal(o, f) for o, f in zip(out, first)]
+    assert all(t or np.array_equal(o, s) for t, o, s in zip(took, out, second))
+    assert 0 < sum(took) < len(took)  # both sub-policies drawn
