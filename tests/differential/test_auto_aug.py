@@ -37,28 +37,31 @@ def photos(shared_data) -> list[np.ndarray]:
     return [cv2.cvtColor(cv2.imread(str(p)), cv2.COLOR_BGR2RGB) for p in paths]
 
 
-def _run(lib: str, photos: list[np.ndarray], name: str, magnitude_bin: int, kwargs: dict) -> list[np.ndarray]:
+def _run(lib: str, photos: list[np.ndarray], cases: list) -> list[list[np.ndarray]]:
+    """Every case's augmentation in one pipeline of ``lib``; per case, its output samples."""
     aug_module, core, lib_fn, lib_types, pipeline_def = (
         (dali_aug, dali_core, dali_fn, dali_types, dali.pipeline_def) if lib == "dali"
         else (jax_aug, jax_core, fn, types, jaxdali.pipeline_def))
-    aug = getattr(aug_module, name)
 
     @pipeline_def(batch_size=len(photos), num_threads=2, device_id=None, seed=5, enable_conditionals=True)
     def pipe():
         data = lib_fn.external_source(source=lambda: photos, layout="HWC")
         signs = lib_fn.external_source(source=lambda: list(SIGNS[:len(photos)]))
         shape = lib_fn.shapes(data)
-        extra = {k: shape if v == "<shape>" else v for k, v in kwargs.items()}
-        return aug(data, magnitude_bin=core.signed_bin(magnitude_bin, random_sign=signs),
-                   num_magnitude_bins=NUM_BINS, **extra)
+        outputs = []
+        for name, magnitude_bin, kwargs, _ in cases:
+            extra = {k: shape if v == "<shape>" else v for k, v in kwargs.items()}
+            aug = getattr(aug_module, name)
+            outputs.append(aug(data, magnitude_bin=core.signed_bin(magnitude_bin, random_sign=signs),
+                               num_magnitude_bins=NUM_BINS, **extra))
+        return tuple(outputs)
 
     p = pipe()
     p.build()
-    (out,) = p.run()
-    samples = [np.asarray(s) for s in (out.as_cpu() if hasattr(out, "as_cpu") else out)]
+    outs = p.run()
     if lib == "jaxdali":
         p.close()
-    return samples
+    return [[np.asarray(s) for s in (out.as_cpu() if hasattr(out, "as_cpu") else out)] for out in outs]
 
 
 # warp_affine and rotate round a few interpolated pixels the other way (within 1, see
@@ -76,13 +79,18 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,magnitude_bin,kwargs,tolerance", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{'-'.join(c[2])}" for c in CASES])
-def test_augmentation_equals_dali(photos, name, magnitude_bin, kwargs, tolerance):
-    expected = _run("dali", photos, name, magnitude_bin, kwargs)
-    got = _run("jaxdali", photos, name, magnitude_bin, kwargs)
+@pytest.fixture(scope="module")
+def both(photos) -> tuple[list, list]:
+    """Every case through DALI and through jaxdali (one pipeline each)."""
+    return _run("dali", photos, CASES), _run("jaxdali", photos, CASES)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{'-'.join(c[2])}" for c in CASES])
+def test_augmentation_equals_dali(photos, both, case):
+    name, _, _, tolerance = CASES[case]
+    expected, got = both[0][case], both[1][case]
     assert len(got) == len(expected)
-    for g, e, photo in zip(got, expected, photos):
+    for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
         diff = np.abs(g.astype(np.int32) - e.astype(np.int32))
         assert diff.max() <= tolerance, f"{name}: max difference {diff.max()} at {np.argwhere(diff == diff.max())[0]}"
