@@ -183,3 +183,17 @@ def test_apply_auto_augment_runs_one_sub_policy_per_sample():
     took = [np.array_equal(o, f) for o, f in zip(out, first)]
     assert all(t or np.array_equal(o, s) for t, o, s in zip(took, out, second))
     assert 0 < sum(took) < len(took)  # both sub-policies drawn
+
+
+def test_a_branch_no_sample_takes_runs_nothing():
+    """select over more augmentations than samples leaves branches empty; their operators (which
+    could not infer shapes from zero samples) do not run, and the merge keeps every sample."""
+    ops = [a.shear_x, a.rotate, a.brightness, a.invert]
+
+    def body(images):
+        chosen = fn.external_source(source=lambda: [np.int32(3)] * 4)
+        return select(ops, chosen, images, magnitude_bin=signed_bin(2), num_magnitude_bins=11)
+
+    out, images = _run_small(body, batch_size=4, enable_conditionals=True)
+    for o, img in zip(out, images):
+        np.testing.assert_array_equal(o, 255 - img)

@@ -110,9 +110,6 @@ class _Transform(Operator):
 
     def run(self, ctx, inputs, args):
         n = ctx.batch_size
-        if n == 0:  # a conditional branch no sample took: per-sample arguments cannot tell the dimensions
-            d = self.args.get("ndim") or 2
-            return TensorListCPU(np.zeros((0, d, d + 1), _F32))
         m, before = self._own(inputs, args, n)
         if before is not None:
             m = _compose(m, before, self.args["reverse_order"])
