@@ -19,11 +19,13 @@ _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 # Runs {page name: code} each in a fresh namespace and working directory; prints {page: traceback}.
 _RUNNER = """
-import json, os, sys, traceback
+import json, linecache, os, sys, traceback
 pages, failures = json.load(open(sys.argv[1])), {}
 for name, code in pages.items():
     os.makedirs(name, exist_ok=True)
     os.chdir(name)
+    # The source of the page's functions, as for a script (enable_conditionals=True reads it).
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     try:
         exec(compile(code, name, "exec"), {"__name__": "__main__"})
     except BaseException:

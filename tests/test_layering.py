@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "jaxdali.pickling")),
     ("operators", ("jaxdali.ops",)),
     ("pipeline", ("jaxdali.pipeline", "jaxdali.fn")),
+    ("pipeline libraries", ("jaxdali.auto_aug",)),
     ("plugins", ("jaxdali.plugin", "jaxdali.plugin.jax", "jaxdali.plugin.pytorch")),
     ("applications", ("jaxdali", "jaxdali.config", "jaxdali.datasets", "jaxdali.cli", "jaxdali.tools",
                       "jaxdali.__main__")),

@@ -105,6 +105,7 @@ def pipeline_def(fn: Callable | None = None, **pipeline_kwargs: Any):
             fn_kwargs, pipe_kwargs = split_pipeline_kwargs(func, kwargs)
             graph_function = conditionals.convert(func) if with_conditionals else func
             pipe = Pipeline(**{**defaults, **pipe_kwargs})
+            pipe._conditionals_enabled = with_conditionals  # read by jaxdali.auto_aug
             with pipe:
                 result = graph_function(*args, **fn_kwargs)
             pipe.set_outputs(*_flatten_outputs(result))

@@ -273,6 +273,11 @@ class GraphRunner:
                                       pending_replacements={})
         for key in self.plan.release_before[k]:
             values.pop(key, None)
+        if node.batch_node is not None and ctx.batch_size == 0:  # a branch no sample took: nothing to run
+            for out_node in node.outputs:
+                empty = TensorListCPU([])
+                values[id(out_node)] = DeviceValue(host=empty) if out_node.device == "gpu" else empty
+            return
         if node.device == "cpu" and id(node) in job.mode.offloaded:
             if job.program is None:
                 job.program = DeviceProgram(self.device(), self._program_cache, alias_owned=True)
