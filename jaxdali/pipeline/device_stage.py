@@ -70,24 +70,43 @@ def narrow_for_jax(array: np.ndarray, what: str = "data") -> np.ndarray:
 
 class DeviceValue:
     """A batch placed (logically) on the device: host data not yet moved, a pending program value,
-    or a materialised ``jax.Array``."""
+    a materialised ``jax.Array``, or ``samples`` of different shapes already on the device (one
+    ``jax.Array`` each, e.g. images decoded on the GPU)."""
 
-    __slots__ = ("host", "ref", "array", "layout", "source_info")
+    __slots__ = ("host", "ref", "array", "samples", "layout", "source_info")
 
     def __init__(self, host: TensorListCPU | None = None, ref: int | None = None, array: Any = None,
-                 layout: str = ""):
+                 layout: str = "", samples: list | None = None, source_info: list | None = None):
         self.host = host
         self.ref = ref
         self.array = array
+        self.samples = samples
         self.layout = host.layout() if host is not None else layout
-        self.source_info = host.source_info if host is not None else None
+        self.source_info = host.source_info if host is not None else source_info
+
+    @classmethod
+    def of(cls, batch: TensorListCPU | TensorListGPU) -> "DeviceValue":
+        """An operator's output for the device stage: host batches wait to be moved; device batches stay
+        where they are (dense as one array, ragged as their samples)."""
+        if isinstance(batch, TensorListCPU):
+            return cls(host=batch)
+        dense = batch.dense()
+        if dense is not None:
+            return cls(array=dense, layout=batch.layout(), source_info=batch.source_info)
+        return cls(samples=batch.samples(), layout=batch.layout(), source_info=batch.source_info)
 
     def is_dense(self) -> bool:
+        if self.samples is not None:
+            return False
         return self.host is None or self.host.is_dense_tensor()
 
     def __len__(self) -> int:
         if self.host is not None:
             return len(self.host)
+        if self.samples is not None:
+            return len(self.samples)
+        if self.array is not None:
+            return len(self.array)
         raise TypeError("length of a pending device value is not known on the host")
 
 

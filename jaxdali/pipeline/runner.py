@@ -311,7 +311,7 @@ class GraphRunner:
                                "decode before the `if`")
         results = result if isinstance(result, (list, tuple)) else [result]
         for out_node, value in zip(node.outputs, results):
-            values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
+            values[id(out_node)] = DeviceValue.of(value) if out_node.device == "gpu" else value
 
     def _parallel_for(self, fn, n: int) -> None:
         self._pool.parallel_for(fn, n, self._job_threads, self._cancelled)
@@ -391,6 +391,9 @@ class GraphRunner:
     def _to_host(v: DeviceValue, program: DeviceProgram | None) -> TensorListCPU:
         if v.host is not None:
             return v.host
+        if v.samples is not None:
+            v.host = TensorListCPU([np.asarray(s) for s in v.samples], v.layout, v.source_info)
+            return v.host
         array = v.array if v.array is not None else program.run([v.ref])[v.ref]
         v.host = TensorListCPU(np.asarray(array), v.layout, v.source_info)
         return v.host
@@ -409,6 +412,8 @@ class GraphRunner:
                 # An operator's own output buffer is given to JAX without a copy (owned_empty).
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
                 outputs.append(place_on_device(v, output_device, may_alias=True) if dense else v)
+            elif v.samples is not None:
+                outputs.append(TensorListGPU(v.samples, v.layout, v.source_info))
             elif v.array is not None or v.ref is not None:
                 outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout,
                                              v.source_info))
