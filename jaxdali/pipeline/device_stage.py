@@ -90,15 +90,23 @@ class DeviceValue:
         where they are (dense as one array, ragged as their samples)."""
         if isinstance(batch, TensorListCPU):
             return cls(host=batch)
-        dense = batch.dense()
-        if dense is not None:
-            return cls(array=dense, layout=batch.layout(), source_info=batch.source_info)
+        # Samples stay apart until a device program needs them stacked (rows an operator failed on are
+        # None until the runner fills them with their replacements).
         return cls(samples=batch.samples(), layout=batch.layout(), source_info=batch.source_info)
 
     def is_dense(self) -> bool:
         if self.samples is not None:
-            return False
+            return len({None if s is None else tuple(s.shape) + (s.dtype,) for s in self.samples}) == 1 \
+                and self.samples[0] is not None
         return self.host is None or self.host.is_dense_tensor()
+
+    def device_array(self):
+        """The dense batch as one ``jax.Array`` when it is on the device already (samples stacked there)."""
+        if self.array is None and self.samples is not None:
+            import jax.numpy as jnp
+
+            self.array = jnp.stack(self.samples)
+        return self.array
 
     def __len__(self) -> int:
         if self.host is not None:
@@ -163,7 +171,10 @@ class DeviceProgram:
 
     def leaf(self, array: np.ndarray) -> int:
         """Registers host data that the program reads; returns its value reference."""
-        self._leaves.append(narrow_for_jax(np.asarray(array), "device data"))
+        import jax
+
+        # Device arrays stay where they are (JAX holds no 64-bit types to narrow).
+        self._leaves.append(array if isinstance(array, jax.Array) else narrow_for_jax(np.asarray(array), "device data"))
         ref = self._new_values(1)[0]
         self._steps.append(("leaf", len(self._leaves) - 1, ref))
         return ref

@@ -255,7 +255,10 @@ class GraphRunner:
             rows[row] = source
         job.ctx.pending_replacements.clear()
         for key, value in list(job.values.items()):
-            if isinstance(value, DeviceValue):
+            if isinstance(value, DeviceValue) and value.samples is not None:  # stays on the device
+                job.values[key] = DeviceValue(samples=[value.samples[k] for k in rows], layout=value.layout,
+                                              source_info=_rows_of(value.source_info, rows))
+            elif isinstance(value, DeviceValue):
                 host = self._to_host(value, job.program)
                 job.values[key] = DeviceValue(host=TensorListCPU([host.samples()[k] for k in rows], host.layout(),
                                                                  _rows_of(host.source_info, rows)))
@@ -379,7 +382,8 @@ class GraphRunner:
     @staticmethod
     def _device_ref(value: DeviceValue, program: DeviceProgram) -> int:
         if value.ref is None:
-            value.ref = program.leaf(value.host.dense() if value.array is None else value.array)
+            array = value.device_array()
+            value.ref = program.leaf(value.host.dense() if array is None else array)
         return value.ref
 
     def _host_value(self, values: dict, n: DataNode, program: DeviceProgram | None) -> TensorListCPU:
