@@ -743,7 +743,11 @@ class ImageDecoder(Operator):
     def _decode_on_device(self, out: list, headers: dict, windows: dict, decode_on_host) -> None:
         """Decodes the rows of ``headers`` in one batched call of ``device_decoder`` (same windows as the host
         path); rows it cannot decode, and formats only the host decodes, take the host path and are copied
-        to the device. EXIF orientation is applied on the device."""
+        to the device. EXIF orientation is applied on the device.
+
+        The codecs' messages of a batched call cannot be told apart per image: when it prints any (failed
+        or corrupt images), the whole batch takes the host path, which reports each image as it always does.
+        """
         nvi = _nvimgcodec_module()
         rows, streams = [], []
         for i, header in headers.items():
@@ -755,7 +759,12 @@ class ImageDecoder(Operator):
                 stream = stream.get_sub_code_stream(region=nvi.Region(y, x, y + h, x + w))
             rows.append(i)
             streams.append(stream)
-        decoded = self.device_decoder.decode(streams, self.device_params)
+        with CODEC_OUTPUT.window() as seen:
+            decoded = self.device_decoder.decode(streams, self.device_params)
+        if seen.lines:
+            _log.debug("fn.%s: the batched device decode reported %s; decoding this batch on the host", self.op,
+                       "; ".join(dict.fromkeys(seen.lines)))
+            decoded = [None] * len(rows)
         for i, image in zip(rows, decoded):
             if image is not None:
                 out[i] = _orient(image, headers[i].orientation)

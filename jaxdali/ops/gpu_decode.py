@@ -107,8 +107,8 @@ def to_jax(image: Any, device):
     ``__array_interface__``) as a ``jax.Array`` on ``device``, sharing its memory where the device can.
 
     Device images go through DLPack on JAX's stream. Host images are viewed without a copy; on a CPU
-    device JAX keeps reading that memory (JAX copies only a buffer it cannot address, e.g. a misaligned
-    or strided one), on a GPU they are copied to the device once.
+    device JAX keeps reading that memory when it is 64-byte aligned (XLA:CPU copies other buffers, and a
+    strided view is made contiguous first), on a GPU they are copied to the device once.
     """
     import jax
 
@@ -121,9 +121,12 @@ def to_jax(image: Any, device):
 
 
 def _is_device_image(image: Any) -> bool:
-    if not hasattr(image, "__cuda_array_interface__") or not hasattr(image, "__dlpack_device__"):
+    """Whether ``image`` lives in device memory, as its DLPack device says (nvImageCodec's host images
+    refuse ``__cuda_array_interface__`` with an error rather than lacking it)."""
+    where = getattr(image, "__dlpack_device__", None)
+    if where is None:
         return False
-    kind, _ = image.__dlpack_device__()
+    kind, _ = where()
     return int(kind) not in (1, 3)  # DLPack kDLCPU, kDLCUDAHost: host memory
 
 
