@@ -2,7 +2,9 @@
 
 Images are decoded on the host through nvImageCodec's CPU backend, one decoder per worker thread,
 with the batch split into chunks by ``ctx.parallel_for``; the decode calls run outside the GIL.
-``device="mixed"`` decodes the same way and hands the result to the pipeline's JAX device.
+``device="mixed"`` decodes the same way and hands the result to the pipeline's JAX device, or, where
+``gpu_decode.decode_status`` allows (a CUDA device), decodes with nvImageCodec's GPU backends straight
+into device memory (``ImageDecoder._decode_on_device``; docs/decoding.md, "GPU decoding").
 
 Which library decodes what (``FORMAT_DECODERS``; the same table is in docs/decoding.md):
 
@@ -852,7 +854,8 @@ _CROP_ARGS = (
 _IMAGE_DOC = (
     "Decodes images (JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, BMP) into HWC arrays, one per sample "
     "(a ragged batch). Input: encoded bytes (1-D uint8), e.g. from fn.readers.file. Decoded on the "
-    "host; device='mixed' places the result on the pipeline's JAX device. Images whose header "
+    "host; device='mixed' places the result on the pipeline's JAX device, and on a CUDA device decodes "
+    "with nvImageCodec's GPU backends (config 'gpu_decode'). Images whose header "
     "declares max_image_pixels pixels or more are refused before decoding. A corrupt, truncated or "
     "empty file raises ImageDecodeError naming the file (error_policy='replace' replaces it with another "
     "sample of the batch instead); the codecs' own messages never reach the terminal.\n\nDecoder per format "

@@ -254,3 +254,16 @@ def test_gpu_decode_matches_the_host_path_on_a_cuda_device(op):
         assert got.shape == want.shape
         err = np.abs(got.astype(np.int32) - want.astype(np.int32))
         assert err.max() <= 2 * 16 and err.mean() <= 1.0  # nvJPEG vs libjpeg-turbo IDCT/upsampling
+
+
+def test_gpu_benchmark_refuses_to_run_without_a_cuda_device():
+    if gpu_decode.has_cuda_device():
+        pytest.skip("this host has a CUDA device: the benchmark would run")
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_decode.py"
+    spec = importlib.util.spec_from_file_location("gpu_decode_benchmark", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    with pytest.raises(SystemExit, match="needs a CUDA device"):
+        benchmark.main(["--data", str(DATA / "flowers")])
