@@ -22,6 +22,10 @@ from jaxdali.tensors import TensorListGPU
 
 DATA = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
+#: Largest and mean per-pixel difference allowed between GPU and host JPEG decodes (assumed, not yet
+#: measured on a GPU: DALI's own GPU-vs-CPU decodes differ by a few levels, more at sharp chroma edges).
+GPU_VS_HOST_MAX_ERROR, GPU_VS_HOST_MEAN_ERROR = 32, 1.0
+
 needs_cuda = pytest.mark.skipif(not gpu_decode.has_cuda_device(), reason="needs a CUDA JAX device (jax[cuda12])")
 
 
@@ -253,7 +257,8 @@ def test_gpu_decode_matches_the_host_path_on_a_cuda_device(op):
     for got, want in zip(_samples(device_out), _samples(host_out)):
         assert got.shape == want.shape
         err = np.abs(got.astype(np.int32) - want.astype(np.int32))
-        assert err.max() <= 2 * 16 and err.mean() <= 1.0  # nvJPEG vs libjpeg-turbo IDCT/upsampling
+        # nvJPEG and libjpeg-turbo differ in IDCT and chroma upsampling (as DALI's GPU and CPU decoders do).
+        assert err.max() <= GPU_VS_HOST_MAX_ERROR and err.mean() <= GPU_VS_HOST_MEAN_ERROR
 
 
 def test_gpu_benchmark_refuses_to_run_without_a_cuda_device():
