@@ -14,7 +14,8 @@ __all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
 
 
 def runtime_info() -> dict[str, str]:
-    """What this installation runs: jaxdali's version, the resize, protobuf-parsing and decode paths (and why),
+    """What this installation runs: jaxdali's version, the resize, protobuf-parsing and decode paths (and why;
+    ``mixed_decode``: where ``device="mixed"`` decoders decode for device 0, ``gpu`` or ``host``),
     nvImageCodec's version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info``
     prints it)."""
     import importlib.metadata
@@ -22,12 +23,13 @@ def runtime_info() -> dict[str, str]:
     import jax
 
     import jaxdali
-    from jaxdali.ops import decoders, resample
+    from jaxdali.ops import decoders, gpu_decode, resample
     from jaxdali.ops.readers import protowire
 
     path, reason = resample.kernel_status()
     parser, parser_reason = protowire.parser_status()
     backend, why = decoders.backend_status()
+    decode_place, decode_place_reason = gpu_decode.decode_status(None)
     try:
         nvimgcodec = importlib.metadata.version("nvidia-nvimgcodec-cu12")
     except importlib.metadata.PackageNotFoundError:
@@ -41,6 +43,8 @@ def runtime_info() -> dict[str, str]:
         "protobuf_parser_reason": parser_reason,
         "decoder": backend,
         "decoder_reason": why,
+        "mixed_decode": decode_place,
+        "mixed_decode_reason": decode_place_reason,
         "nvimgcodec": nvimgcodec,
         "jax": jax.__version__,
         "jax_backend": jax.default_backend(),

@@ -41,6 +41,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("decoder", "JAXDALI_DECODER", "auto", lambda v: _choice(v, ("auto", "nvimgcodec", "opencv")),
            "Image decoding backend: 'auto' (nvImageCodec where it is installed, else OpenCV), 'nvimgcodec' "
            "or 'opencv' (OpenCV, Pillow where OpenCV cannot decode a file)."),
+    Option("gpu_decode", "JAXDALI_GPU_DECODE", "auto", lambda v: _choice(v, ("auto", "off")),
+           "device='mixed' image decoders: 'auto' decodes with nvImageCodec's GPU backends (hardware decoder, CUDA, "
+           "hybrid, then CPU per image) where the pipeline's JAX device is a CUDA device and nvImageCodec can create a "
+           "GPU decoder, else on the host; 'off' always decodes on the host (jaxdali.ops.gpu_decode)."),
     Option("recycle_device_outputs", "JAXDALI_RECYCLE_DEVICE_OUTPUTS", True, lambda v: v.lower() not in ("0", "false", "no"),
            "Framework iterators let the fused device program write large outputs into the memory of earlier "
            "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "

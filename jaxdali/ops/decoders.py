@@ -2,7 +2,9 @@
 
 Images are decoded on the host through nvImageCodec's CPU backend, one decoder per worker thread,
 with the batch split into chunks by ``ctx.parallel_for``; the decode calls run outside the GIL.
-``device="mixed"`` decodes the same way and hands the result to the pipeline's JAX device.
+``device="mixed"`` decodes the same way and hands the result to the pipeline's JAX device, or, where
+``gpu_decode.decode_status`` allows (a CUDA device), decodes with nvImageCodec's GPU backends straight
+into device memory (``ImageDecoder._decode_on_device``; docs/decoding.md, "GPU decoding").
 
 Which library decodes what (``FORMAT_DECODERS``; the same table is in docs/decoding.md):
 
@@ -52,13 +54,13 @@ from typing import Any
 import numpy as np
 
 from jaxdali.core import options
-from jaxdali.ops import decoders_opencv, rng
+from jaxdali.ops import decoders_opencv, gpu_decode, rng
 from jaxdali.ops.codec_output import CODEC_OUTPUT
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
-from jaxdali.tensors import TensorListCPU
+from jaxdali.tensors import TensorListCPU, TensorListGPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
 __all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP",
@@ -498,6 +500,14 @@ def _params(spec: _DecodeSpec):
                             allow_any_depth=True)
 
 
+def _device_params(spec: _DecodeSpec):
+    """``_params`` for the GPU path: 8-bit output, converted by nvImageCodec (only uint8 is decoded there)."""
+    nvi = _nvimgcodec_module()
+    params = _params(spec)
+    return nvi.DecodeParams(apply_exif_orientation=False, color_spec=params.color_spec,
+                            sample_format=params.sample_format, allow_any_depth=False)
+
+
 def _decode_nvimgcodec(header: _Header, spec: _DecodeSpec, params, window) -> np.ndarray | None:
     nvi = _nvimgcodec_module()
     stream = header.stream
@@ -645,7 +655,8 @@ def _captured(call, where: str, strict: bool):
 
 
 class ImageDecoder(Operator):
-    """Host image decoder (``fn.decoders.image``); ``device="mixed"`` runs the same code."""
+    """Image decoder (``fn.decoders.image``): on the host, or with ``device="mixed"`` on the pipeline's
+    CUDA device where ``gpu_decode.decode_status`` allows (else the host path, placed on the device)."""
 
     #: Whether ``windows`` draws crop windows (the random-crop subclass).
     crops = False
@@ -667,6 +678,20 @@ class ImageDecoder(Operator):
         self.replace = self.args["error_policy"] == "replace"
         self.skip_log = SkipLog(f"fn.{self.op}")
         backend_status()  # import problems surface at build
+        #: Decodes on the pipeline's CUDA device (``device="mixed"``; see ``jaxdali.ops.gpu_decode``), or None.
+        self.device_decoder: gpu_decode.DeviceDecoder | None = None
+        self.decode_place = ("host", "device='cpu'")
+        if node.device == "mixed":
+            self.decode_place = gpu_decode.decode_status(build.device_id)
+            if self.decode_place[0] == "gpu" and (self.spec.dtype != np.uint8
+                                                  or self.spec.output_type == DALIImageType.YCbCr):
+                self.decode_place = ("host", "output_type=YCbCr and dtypes other than uint8 are converted on the host")
+            if self.decode_place[0] == "gpu":
+                device = gpu_decode.local_device(build.device_id)
+                codec_options = self.spec.options
+                self.device_decoder = gpu_decode.DeviceDecoder(
+                    lambda: gpu_decode.gpu_decoder(device, codec_options), device)
+        self.device_params = _device_params(self.spec) if self.device_decoder is not None else None
 
     def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int]):
         """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators)."""
@@ -689,34 +714,85 @@ class ImageDecoder(Operator):
                 raise error
             failures[i] = error
 
-        def decode_chunk(start: int, stop: int) -> None:
-            datas = {i: _encoded(samples[i], op, i, names[i]) for i in range(start, stop)}
-            headers: dict[int, _Header] = {}
-            for i, data in datas.items():
+        datas: dict[int, np.ndarray] = {}
+        headers: dict[int, _Header] = {}
+        windows: dict[int, Any] = {}
+
+        def prepare_chunk(start: int, stop: int) -> list[int]:
+            """Reads the chunk's headers and draws its windows; returns the rows left to decode."""
+            for i in range(start, stop):
+                datas[i] = data = _encoded(samples[i], op, i, names[i])
                 try:
                     headers[i] = _captured(lambda: _read_header(data, op, i, names[i], adjust, limit),
                                            _describe(op, i, names[i]), strict)
                 except ImageDecodeError as e:
                     failed(i, e)
-            rows = list(headers)
-            windows = [None] * len(rows)
+            rows = [i for i in range(start, stop) if i in headers]
+            drawn = [None] * len(rows)
             if keys is not None and rows:  # vectorised over the chunk's samples
                 sizes = np.array([_oriented_size(headers[i].height, headers[i].width, headers[i].orientation)
                                   for i in rows], np.int64).reshape(-1, 2)
-                windows = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
-            for i, window in zip(rows, windows):
-                try:
-                    out[i] = _captured(lambda: _decode_one(datas[i], headers[i], spec, params, window, op, i, names[i]),
-                                       _describe(op, i, names[i]), strict)
-                except ImageDecodeError as e:
-                    failed(i, e)
-                except Exception as e:
-                    e.add_note(f"{_describe(op, i, names[i])} while decoding")
-                    raise
+                drawn = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
+            windows.update(zip(rows, drawn))
+            return rows
 
-        ctx.parallel_for(decode_chunk, n)
+        def decode_on_host(i: int):
+            try:
+                return _captured(lambda: _decode_one(datas[i], headers[i], spec, params, windows[i], op, i, names[i]),
+                                 _describe(op, i, names[i]), strict)
+            except ImageDecodeError as e:
+                failed(i, e)
+            except Exception as e:
+                e.add_note(f"{_describe(op, i, names[i])} while decoding")
+                raise
+
+        def decode_chunk(start: int, stop: int) -> None:
+            for i in prepare_chunk(start, stop):
+                out[i] = decode_on_host(i)
+
+        if self.device_decoder is None:
+            ctx.parallel_for(decode_chunk, n)
+            replace_failed(ctx, failures, names, self.skip_log)
+            return TensorListCPU(out, "HWC")
+        ctx.parallel_for(prepare_chunk, n)
+        self._decode_on_device(out, headers, windows, decode_on_host)
         replace_failed(ctx, failures, names, self.skip_log)
-        return TensorListCPU(out, "HWC")
+        return TensorListGPU(out, "HWC")
+
+    def _decode_on_device(self, out: list, headers: dict, windows: dict, decode_on_host) -> None:
+        """Decodes the rows of ``headers`` in one batched call of ``device_decoder`` (same windows as the host
+        path); rows it cannot decode, and formats only the host decodes, take the host path and are copied
+        to the device. EXIF orientation is applied on the device.
+
+        The codecs' messages of a batched call cannot be told apart per image: when it prints any (failed
+        or corrupt images), the whole batch takes the host path, which reports each image as it always does.
+        """
+        nvi = _nvimgcodec_module()
+        rows, streams = [], []
+        for i, header in headers.items():
+            if header.stream is None:
+                continue
+            stream = header.stream
+            if windows.get(i) is not None:
+                y, x, h, w = _to_stored_window(windows[i], header.height, header.width, header.orientation)
+                stream = stream.get_sub_code_stream(region=nvi.Region(y, x, y + h, x + w))
+            rows.append(i)
+            streams.append(stream)
+        with CODEC_OUTPUT.window() as seen:
+            decoded = self.device_decoder.decode(streams, self.device_params)
+        if seen.lines:
+            _log.debug("fn.%s: the batched device decode reported %s; decoding this batch on the host", self.op,
+                       "; ".join(dict.fromkeys(seen.lines)))
+            decoded = [None] * len(rows)
+        for i, image in zip(rows, decoded):
+            if image is not None:
+                out[i] = _orient(image, headers[i].orientation)
+        device = self.device_decoder.device
+        for i in headers:
+            if out[i] is None:
+                host = decode_on_host(i)
+                if host is not None:
+                    out[i] = gpu_decode.to_jax(host, device)
 
 
 class ImageRandomCropDecoder(ImageDecoder):
@@ -795,7 +871,8 @@ _CROP_ARGS = (
 _IMAGE_DOC = (
     "Decodes images (JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, BMP) into HWC arrays, one per sample "
     "(a ragged batch). Input: encoded bytes (1-D uint8), e.g. from fn.readers.file. Decoded on the "
-    "host; device='mixed' places the result on the pipeline's JAX device. Images whose header "
+    "host; device='mixed' places the result on the pipeline's JAX device, and on a CUDA device decodes "
+    "with nvImageCodec's GPU backends (config 'gpu_decode'). Images whose header "
     "declares max_image_pixels pixels or more are refused before decoding. A corrupt, truncated or "
     "empty file raises ImageDecodeError naming the file (error_policy='replace' replaces it with another "
     "sample of the batch instead); the codecs' own messages never reach the terminal.\n\nDecoder per format "

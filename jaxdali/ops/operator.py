@@ -29,6 +29,8 @@ class BuildContext:
     py_start_method: str = "fork"
     #: ``Pipeline(py_callback_pickler=...)``: how spawned workers receive ``external_source`` callbacks.
     py_callback_pickler: Any = None
+    #: ``Pipeline(device_id=...)``: index of the local JAX device the pipeline's device data goes to (None: 0).
+    device_id: int | None = None
 
 
 @dataclasses.dataclass

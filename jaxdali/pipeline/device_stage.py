@@ -70,24 +70,51 @@ def narrow_for_jax(array: np.ndarray, what: str = "data") -> np.ndarray:
 
 class DeviceValue:
     """A batch placed (logically) on the device: host data not yet moved, a pending program value,
-    or a materialised ``jax.Array``."""
+    a materialised ``jax.Array``, or ``samples`` of different shapes already on the device (one
+    ``jax.Array`` each, e.g. images decoded on the GPU)."""
 
-    __slots__ = ("host", "ref", "array", "layout", "source_info")
+    __slots__ = ("host", "ref", "array", "samples", "layout", "source_info")
 
     def __init__(self, host: TensorListCPU | None = None, ref: int | None = None, array: Any = None,
-                 layout: str = ""):
+                 layout: str = "", samples: list | None = None, source_info: list | None = None):
         self.host = host
         self.ref = ref
         self.array = array
+        self.samples = samples
         self.layout = host.layout() if host is not None else layout
-        self.source_info = host.source_info if host is not None else None
+        self.source_info = host.source_info if host is not None else source_info
+
+    @classmethod
+    def of(cls, batch: TensorListCPU | TensorListGPU) -> "DeviceValue":
+        """An operator's output for the device stage: host batches wait to be moved; device batches stay
+        where they are (dense as one array, ragged as their samples)."""
+        if isinstance(batch, TensorListCPU):
+            return cls(host=batch)
+        # Samples stay apart until a device program needs them stacked (rows an operator failed on are
+        # None until the runner fills them with their replacements).
+        return cls(samples=batch.samples(), layout=batch.layout(), source_info=batch.source_info)
 
     def is_dense(self) -> bool:
+        if self.samples is not None:
+            return len({None if s is None else tuple(s.shape) + (s.dtype,) for s in self.samples}) == 1 \
+                and self.samples[0] is not None
         return self.host is None or self.host.is_dense_tensor()
+
+    def device_array(self):
+        """The dense batch as one ``jax.Array`` when it is on the device already (samples stacked there)."""
+        if self.array is None and self.samples is not None:
+            import jax.numpy as jnp
+
+            self.array = jnp.stack(self.samples)
+        return self.array
 
     def __len__(self) -> int:
         if self.host is not None:
             return len(self.host)
+        if self.samples is not None:
+            return len(self.samples)
+        if self.array is not None:
+            return len(self.array)
         raise TypeError("length of a pending device value is not known on the host")
 
 
@@ -144,7 +171,10 @@ class DeviceProgram:
 
     def leaf(self, array: np.ndarray) -> int:
         """Registers host data that the program reads; returns its value reference."""
-        self._leaves.append(narrow_for_jax(np.asarray(array), "device data"))
+        import jax
+
+        # Device arrays stay where they are (JAX holds no 64-bit types to narrow).
+        self._leaves.append(array if isinstance(array, jax.Array) else narrow_for_jax(np.asarray(array), "device data"))
         ref = self._new_values(1)[0]
         self._steps.append(("leaf", len(self._leaves) - 1, ref))
         return ref

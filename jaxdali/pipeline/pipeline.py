@@ -195,7 +195,7 @@ class Pipeline:
             ctx = BuildContext(max_batch_size=self._max_batch_size, num_threads=self._num_threads, seed=self._seed,
                                pipeline_name=self._display_name(), py_num_workers=self._py_num_workers,
                                py_start_method=self._py_start_method,
-                               py_callback_pickler=self._py_callback_pickler)
+                               py_callback_pickler=self._py_callback_pickler, device_id=self._device_id)
             built = []
             try:
                 for node in ops:

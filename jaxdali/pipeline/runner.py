@@ -255,7 +255,10 @@ class GraphRunner:
             rows[row] = source
         job.ctx.pending_replacements.clear()
         for key, value in list(job.values.items()):
-            if isinstance(value, DeviceValue):
+            if isinstance(value, DeviceValue) and value.samples is not None:  # stays on the device
+                job.values[key] = DeviceValue(samples=[value.samples[k] for k in rows], layout=value.layout,
+                                              source_info=_rows_of(value.source_info, rows))
+            elif isinstance(value, DeviceValue):
                 host = self._to_host(value, job.program)
                 job.values[key] = DeviceValue(host=TensorListCPU([host.samples()[k] for k in rows], host.layout(),
                                                                  _rows_of(host.source_info, rows)))
@@ -316,7 +319,7 @@ class GraphRunner:
                                "decode before the `if`")
         results = result if isinstance(result, (list, tuple)) else [result]
         for out_node, value in zip(node.outputs, results):
-            values[id(out_node)] = DeviceValue(host=value) if out_node.device == "gpu" else value
+            values[id(out_node)] = DeviceValue.of(value) if out_node.device == "gpu" else value
 
     def _parallel_for(self, fn, n: int) -> None:
         self._pool.parallel_for(fn, n, self._job_threads, self._cancelled)
@@ -384,7 +387,8 @@ class GraphRunner:
     @staticmethod
     def _device_ref(value: DeviceValue, program: DeviceProgram) -> int:
         if value.ref is None:
-            value.ref = program.leaf(value.host.dense() if value.array is None else value.array)
+            array = value.device_array()
+            value.ref = program.leaf(value.host.dense() if array is None else array)
         return value.ref
 
     def _host_value(self, values: dict, n: DataNode, program: DeviceProgram | None) -> TensorListCPU:
@@ -395,6 +399,9 @@ class GraphRunner:
     @staticmethod
     def _to_host(v: DeviceValue, program: DeviceProgram | None) -> TensorListCPU:
         if v.host is not None:
+            return v.host
+        if v.samples is not None:
+            v.host = TensorListCPU([np.asarray(s) for s in v.samples], v.layout, v.source_info)
             return v.host
         array = v.array if v.array is not None else program.run([v.ref])[v.ref]
         v.host = TensorListCPU(np.asarray(array), v.layout, v.source_info)
@@ -414,6 +421,8 @@ class GraphRunner:
                 # An operator's own output buffer is given to JAX without a copy (owned_empty).
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
                 outputs.append(place_on_device(v, output_device, may_alias=True) if dense else v)
+            elif v.samples is not None:
+                outputs.append(TensorListGPU(v.samples, v.layout, v.source_info))
             elif v.array is not None or v.ref is not None:
                 outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout,
                                              v.source_info))
