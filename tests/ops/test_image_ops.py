@@ -239,6 +239,14 @@ def test_grid_mask_errors(kwargs, layout, data, match):
         run_pipe(lambda x: fn.grid_mask(x, **kwargs), [data], layout=layout)
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_grid_mask_refuses_the_types_dali_refuses(dtype):
+    """A type OpenCV cannot copy (int64) used to fail inside cv2.copyTo with an error naming no operator."""
+    with pytest.raises(TypeError, match=f"fn.grid_mask: input must be uint8, int16, int32 or float32, got "
+                                        f"{np.dtype(dtype).name}"):
+        run_pipe(lambda x: fn.grid_mask(x), [RGB.astype(dtype)])
+
+
 # -- equalize, jpeg_compression_distortion ---------------------------------------------------------------
 
 def test_equalize_spreads_a_narrow_histogram_per_channel():
@@ -439,6 +447,14 @@ def test_water_without_amplitude_keeps_the_image_and_sphere_its_centre():
 def test_water_and_sphere_errors(make, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(make, [data])
+
+
+@pytest.mark.parametrize("name", ["water", "sphere"])
+@pytest.mark.parametrize("dtype", [np.int16, np.int64, np.float64])
+def test_water_and_sphere_refuse_the_types_dali_refuses(name, dtype):
+    """int64 used to fail inside cv2.remap with an error naming no operator."""
+    with pytest.raises(TypeError, match=f"fn.{name}: input must be uint8 or float32, got {np.dtype(dtype).name}"):
+        run_pipe(lambda x: getattr(fn, name)(x), [RGB.astype(dtype)])
 
 
 # -- multi_paste -----------------------------------------------------------------------------------------
