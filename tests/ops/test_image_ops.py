@@ -270,6 +270,8 @@ def test_jpeg_compression_distortion_degrades_with_lower_quality():
 
 @pytest.mark.parametrize("make,data,error,match", [
     (lambda x: fn.equalize(x), RGB.astype(np.float32), TypeError, "fn.equalize: input must be uint8"),
+    (lambda x: fn.experimental.equalize(x), RGB.astype(np.float32), TypeError,
+     "fn.experimental.equalize: input must be uint8"),
     (lambda x: fn.jpeg_compression_distortion(x), GRAY, ValueError,
      "fn.jpeg_compression_distortion: expects RGB images .3 channels., sample 0 has 1"),
     (lambda x: fn.jpeg_compression_distortion(x, quality=0), RGB, ValueError,
