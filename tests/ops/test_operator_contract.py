@@ -10,6 +10,9 @@ an ``external_source``), with the values of ``REQUIRED_VALUES`` for its required
 operators need nothing more. ``CASES`` gives the inputs of operators that take other data (readers,
 decoders, arithmetic, video), written here with jaxdali's own format writers where a reader needs
 them. An operator that fits neither fails with a message saying to add an entry.
+
+Exemptions are explicit, per operator and per check, with their reason: ``NARROWED_ON_DEVICE`` lists the
+operators whose 64-bit outputs the device holds as 32-bit (JAX's default), compared value for value.
 """
 
 from __future__ import annotations
