@@ -349,18 +349,19 @@ def _replay_fn(steps: list[tuple], wanted: tuple[int, ...]):
     return program
 
 
-def place_on_device(host: TensorListCPU, device, may_alias: bool = False) -> TensorListGPU:
+def place_on_device(host: TensorListCPU, device, may_alias: bool = False,
+                    what: str = "device output") -> TensorListGPU:
     """Moves a host batch to the device: one transfer when dense, one per sample otherwise.
 
     ``may_alias``: a dense ``owned_empty`` buffer may become the device array's memory (no copy on a
-    CPU device); the caller guarantees nothing else holds it.
+    CPU device); the caller guarantees nothing else holds it. ``what`` names the batch in errors.
     """
     import jax
 
     dense = host.dense()
     if dense is not None:
         alias = may_alias and is_owned(dense) and narrow_for_jax(dense) is dense
-        placed = jax.device_put(narrow_for_jax(dense, "device output"), device, may_alias=alias)
+        placed = jax.device_put(narrow_for_jax(dense, what), device, may_alias=alias)
     else:
-        placed = jax.device_put([narrow_for_jax(s, "device output") for s in host.samples()], device)
+        placed = jax.device_put([narrow_for_jax(s, what) for s in host.samples()], device)
     return TensorListGPU(placed, host.layout(), host.source_info)

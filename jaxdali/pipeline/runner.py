@@ -420,15 +420,21 @@ class GraphRunner:
                 # ragged ones stay on the host (framework iterators reject them with DALI's message).
                 # An operator's own output buffer is given to JAX without a copy (owned_empty).
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
-                outputs.append(place_on_device(v, output_device, may_alias=True) if dense else v)
+                outputs.append(place_on_device(v, output_device, may_alias=True, what=_output_name(n)) if dense
+                               else v)
             elif v.samples is not None:
                 outputs.append(TensorListGPU(v.samples, v.layout, v.source_info))
             elif v.array is not None or v.ref is not None:
                 outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout,
                                              v.source_info))
             else:
-                outputs.append(place_on_device(v.host, self.device()))
+                outputs.append(place_on_device(v.host, self.device(), what=_output_name(n)))
         return outputs
+
+
+def _output_name(node: DataNode) -> str:
+    """How errors name a pipeline output: by the operator that produced it."""
+    return f"output {node.index} of fn.{node.source.schema.name} (instance '{node.source.name}')"
 
 
 def _rows_of(source_info: list | None, rows: np.ndarray) -> list | None:

@@ -116,7 +116,10 @@ def test_bb_flip_and_coord_flip_keep_ragged_batches():
     (lambda x: fn.roi_random_crop(x, crop_shape=[4, 4], roi_start=[1, 1], roi_end=[2, 2], in_shape=[10, 10]),
      ([np.zeros((10, 10), np.uint8)] * 2,), r"as the data input or as 'in_shape', not both"),
     (lambda s: fn.random_crop_generator(s), ([np.array([5], np.int64)] * 2,),
-     r"fn\.random_crop_generator: each sample must be an integer shape with at least 2 values"),
+     r"fn\.random_crop_generator: each sample must be a 1-D integer shape with at least 2 values"),
+    # An image (not its shape) used to be flattened and its first two values taken as H and W.
+    (lambda s: fn.random_crop_generator(s), ([np.full((4, 5, 3), 9, np.int64)] * 2,),
+     r"fn\.random_crop_generator: each sample must be a 1-D integer shape .* got int64 of shape \[4, 5, 3\]"),
     (lambda s: fn.random_crop_generator(s, random_area=[0.5, 0.1]), ([np.array([5, 5], np.int64)] * 2,),
      r"fn\.random_crop_generator: .*random_area"),
     (lambda i, p, v: fn.segmentation.select_masks(i, p, v), MASK_INPUTS(ids=[1, 1]),

@@ -239,6 +239,14 @@ def test_grid_mask_errors(kwargs, layout, data, match):
         run_pipe(lambda x: fn.grid_mask(x, **kwargs), [data], layout=layout)
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_grid_mask_refuses_the_types_dali_refuses(dtype):
+    """A type OpenCV cannot copy (int64) used to fail inside cv2.copyTo with an error naming no operator."""
+    with pytest.raises(TypeError, match=f"fn.grid_mask: input must be uint8, int16, int32 or float32, got "
+                                        f"{np.dtype(dtype).name}"):
+        run_pipe(lambda x: fn.grid_mask(x), [RGB.astype(dtype)])
+
+
 # -- equalize, jpeg_compression_distortion ---------------------------------------------------------------
 
 def test_equalize_spreads_a_narrow_histogram_per_channel():
@@ -262,6 +270,8 @@ def test_jpeg_compression_distortion_degrades_with_lower_quality():
 
 @pytest.mark.parametrize("make,data,error,match", [
     (lambda x: fn.equalize(x), RGB.astype(np.float32), TypeError, "fn.equalize: input must be uint8"),
+    (lambda x: fn.experimental.equalize(x), RGB.astype(np.float32), TypeError,
+     "fn.experimental.equalize: input must be uint8"),
     (lambda x: fn.jpeg_compression_distortion(x), GRAY, ValueError,
      "fn.jpeg_compression_distortion: expects RGB images .3 channels., sample 0 has 1"),
     (lambda x: fn.jpeg_compression_distortion(x, quality=0), RGB, ValueError,
@@ -439,6 +449,14 @@ def test_water_without_amplitude_keeps_the_image_and_sphere_its_centre():
 def test_water_and_sphere_errors(make, data, error, match):
     with pytest.raises(error, match=match):
         run_pipe(make, [data])
+
+
+@pytest.mark.parametrize("name", ["water", "sphere"])
+@pytest.mark.parametrize("dtype", [np.int16, np.int64, np.float64])
+def test_water_and_sphere_refuse_the_types_dali_refuses(name, dtype):
+    """int64 used to fail inside cv2.remap with an error naming no operator."""
+    with pytest.raises(TypeError, match=f"fn.{name}: input must be uint8 or float32, got {np.dtype(dtype).name}"):
+        run_pipe(lambda x: getattr(fn, name)(x), [RGB.astype(dtype)])
 
 
 # -- multi_paste -----------------------------------------------------------------------------------------

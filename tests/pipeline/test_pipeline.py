@@ -538,6 +538,17 @@ def test_64_bit_device_data_narrows_or_fails_loudly():
         p(2 ** 40).run()
 
 
+def test_64_bit_values_that_do_not_fit_the_device_name_the_operator():
+    """A device operator's output used to be named only 'device output' in this error."""
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0)
+    def p():
+        x = fn.external_source(source=lambda: [np.array([[[2 ** 40, 3]]], np.int64)], layout="HWC")
+        return fn.noise.salt_and_pepper(x.gpu(), prob=0.0)
+
+    with pytest.raises(OverflowError, match=r"output 0 of fn\.noise\.salt_and_pepper \(instance .*do not fit int32"):
+        p().run()
+
+
 def test_schedule_run_with_explicit_run_count():
     calls = []
 

@@ -32,10 +32,11 @@ class RandomCropGenerator(Operator):
         self.num_attempts = int(self.args["num_attempts"])
 
     def run(self, ctx, inputs, args):
-        shapes = [np.asarray(s).reshape(-1) for s in inputs[0].samples()]
-        if any(s.size < 2 or s.dtype.kind not in "iu" for s in shapes):
-            raise ValueError(f"fn.{self.op}: each sample must be an integer shape with at least 2 values (H, W, ...), "
-                             f"got {[s.tolist() for s in shapes if s.size < 2 or s.dtype.kind not in 'iu'][0]}")
+        shapes = [np.asarray(s) for s in inputs[0].samples()]
+        bad = [s for s in shapes if s.ndim != 1 or s.size < 2 or s.dtype.kind not in "iu"]
+        if bad:
+            raise ValueError(f"fn.{self.op}: each sample must be a 1-D integer shape with at least 2 values "
+                             f"(H, W, ...), got {bad[0].dtype.name} of shape {list(bad[0].shape)}")
         hw = np.array([s[:2] for s in shapes], np.int64).reshape(-1, 2)
         if (hw < 1).any():
             raise ValueError(f"fn.{self.op}: image sizes must be >= 1, got {hw[(hw < 1).any(1)][0].tolist()}")

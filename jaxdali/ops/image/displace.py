@@ -21,6 +21,7 @@ from jaxdali.types import DALIInterpType
 __all__ = ["WATER", "SPHERE", "water_maps", "sphere_maps"]
 
 _F32 = np.float32
+_INPUT_TYPES = (np.dtype(np.uint8), np.dtype(np.float32))  # DALI 2.4's
 
 
 def water_maps(h: int, w: int, a) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +60,8 @@ class _Displace(Operator):
         (x,) = inputs
         n = len(x)
         layout = image_layout(self.op, x.layout(), x.ndim(), ("HWC",))
+        if x.np_dtype not in _INPUT_TYPES:
+            raise TypeError(f"fn.{self.op}: input must be uint8 or float32, got {x.np_dtype.name}")
         mask = args.per_sample("mask", np.int64)
         shapes = [tuple(s) for s in x.shape()]
         if any(s[2] > 4 for s in shapes):

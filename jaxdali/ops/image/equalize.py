@@ -35,9 +35,10 @@ class Equalize(Operator):
     def run(self, ctx, inputs, args):
         (x,) = inputs
         n = len(x)
-        layout = spatial_layout(_OP, x.layout(), x.ndim())
+        op = self.node.schema.name  # equalize or experimental.equalize
+        layout = spatial_layout(op, x.layout(), x.ndim())
         if x.np_dtype != np.uint8:
-            raise TypeError(f"fn.{_OP}: input must be uint8, got {x.np_dtype.name}")
+            raise TypeError(f"fn.{op}: input must be uint8, got {x.np_dtype.name}")
         shapes = [tuple(s) for s in x.shape()]
         dense = owned_empty((n,) + shapes[0], np.uint8) if n and len(set(shapes)) == 1 else None
         outs = [dense[i] if dense is not None else np.empty(s, np.uint8) for i, s in enumerate(shapes)]

@@ -22,6 +22,7 @@ from jaxdali.tensors import TensorListCPU
 __all__ = ["GRID_MASK", "grid_mask"]
 
 _OP = "grid_mask"
+_INPUT_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int16, np.int32, np.float32))  # DALI 2.4's
 
 
 _ROWS = 32  # rows per block of the rotated mask: the float64 temporaries stay in cache
@@ -80,6 +81,8 @@ class GridMask(Operator):
         (x,) = inputs
         n = len(x)
         layout = image_layout(_OP, x.layout(), x.ndim(), ("HWC",))
+        if x.np_dtype not in _INPUT_TYPES:
+            raise TypeError(f"fn.{_OP}: input must be uint8, int16, int32 or float32, got {x.np_dtype.name}")
         params = [self._params(args, i, sample_name(x.source_info, i)) for i in range(n)]
         shapes = [tuple(s) for s in x.shape()]
         dense = owned_empty((n,) + shapes[0], x.np_dtype) if n and len(set(shapes)) == 1 else None
