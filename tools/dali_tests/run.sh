@@ -35,6 +35,9 @@ if [ ! -d "$jpeg" ]; then
 fi
 ln -sf "$here/dali_test_utils.py" "$tests/shim/test_utils.py"
 ln -sf "$here/nose_utils.py" "$tests/shim/nose_utils.py"
+ln -sf "$here/dali_webdataset_base.py" "$tests/shim/webdataset_base.py"
+mkdir -p "$tests/shim/reader" && touch "$tests/shim/reader/__init__.py"
+ln -sf "$here/dali_reader_test_numpy.py" "$tests/shim/reader/test_numpy.py"
 
 files=("$@")
 [ ${#files[@]} -eq 0 ] && files=($(cd "$tests" && ls jax_plugin/test_*.py checkpointing/test_*.py test_fw_iterators.py 2>/dev/null))
@@ -42,7 +45,7 @@ for f in "${files[@]}"; do
   dir="$(dirname "$f")"; mod="$(basename "$f" .py)"
   echo "== $f"
   (cd "$tests/$dir" && DALI_EXTRA_PATH="$extra" \
-    PYTHONPATH="$here:$tests/shim:$tests/site:$tests:$tests/$dir:$root" \
+    PYTHONPATH="$root:$here:$tests/shim:$tests/site:$tests:$tests/$dir" \
     timeout -s INT "$limit" python -m nose2 -v -s "$tests/$dir" -t "$tests/$dir" "$mod" \
     > "$logs/$mod.log" 2>&1; echo "rc=$?" >> "$logs/$mod.log")
   grep -E "^(Ran|OK|FAILED)|^rc=" "$logs/$mod.log" | tr '\n' ' '; echo

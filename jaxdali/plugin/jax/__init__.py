@@ -5,6 +5,7 @@
 
 from jaxdali.plugin.base_iterator import LastBatchPolicy as LastBatchPolicy
 from jaxdali.plugin.jax import fn as fn
+from jaxdali.plugin.jax import integration as integration
 from jaxdali.plugin.jax.decorator import data_iterator as data_iterator
 from jaxdali.plugin.jax.iterator import DALIGenericIterator as DALIGenericIterator
 
