@@ -2,30 +2,53 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import re
 import unittest
+import warnings
 
 SkipTest = unittest.SkipTest
 
 
-def _check_message(exc: BaseException, glob: str | None, regex: str | None) -> None:
+def _check_message(exc, glob: str | None, regex: str | None) -> None:
     message = str(exc)
     if glob is not None and not fnmatch.fnmatchcase(message, f"*{glob}*"):
-        raise AssertionError(f"message {message!r} does not match the pattern {glob!r}") from exc
+        raise AssertionError(f"message {message!r} does not match the pattern {glob!r}")
     if regex is not None and not re.search(regex, message):
-        raise AssertionError(f"message {message!r} does not match the regex {regex!r}") from exc
+        raise AssertionError(f"message {message!r} does not match the regex {regex!r}")
 
 
-def assert_raises(exception, fn, *args, glob: str | None = None, regex: str | None = None, **kwargs):
-    """Calls ``fn(*args, **kwargs)``; it must raise ``exception`` whose message matches."""
+@contextlib.contextmanager
+def _raising(exception, glob, regex):
     try:
-        fn(*args, **kwargs)
+        yield
     except exception as e:
         _check_message(e, glob, regex)
         return
-    raise AssertionError(f"{getattr(fn, '__name__', fn)} did not raise {exception}")
+    raise AssertionError(f"{exception} was not raised")
+
+
+@contextlib.contextmanager
+def _warning(category, glob, regex):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if issubclass(w.category, category):
+            _check_message(w.message, glob, regex)
+            return
+    raise AssertionError(f"no {category.__name__} was emitted; got {[str(w.message) for w in caught]}")
+
+
+def assert_raises(exception, fn=None, *args, glob: str | None = None, regex: str | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` must raise ``exception`` with a matching message; without ``fn``, a
+    context manager that checks its block the same way."""
+    if fn is None:
+        return _raising(exception, glob, regex)
+    with _raising(exception, glob, regex):
+        fn(*args, **kwargs)
 
 
 def raises(exception, glob: str | None = None, regex: str | None = None):
@@ -42,17 +65,11 @@ def raises(exception, glob: str | None = None, regex: str | None = None):
 
 
 def assert_warns(warning=Warning, fn=None, *args, glob: str | None = None, regex: str | None = None, **kwargs):
-    """Calls ``fn``; it must emit ``warning`` whose message matches."""
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    """``fn`` must emit ``warning`` with a matching message; without ``fn``, a context manager."""
+    if fn is None:
+        return _warning(warning, glob, regex)
+    with _warning(warning, glob, regex):
         fn(*args, **kwargs)
-    for w in caught:
-        if issubclass(w.category, warning):
-            _check_message(w.message, glob, regex)
-            return
-    raise AssertionError(f"{getattr(fn, '__name__', fn)} did not warn {warning}")
 
 
 def assert_equals(a, b):

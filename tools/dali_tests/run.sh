@@ -18,19 +18,18 @@ limit="${FILE_TIMEOUT:-900}"
 logs="$tests/logs/$label"
 mkdir -p "$logs" "$tests/shim"
 
-# DALI_extra stand-in: db/single/jpeg/<class>/*.jpg, 47 real photos (the count DALI's tests assume),
-# linked from the project's shared data (never copied).
+# DALI_extra stand-in: db/single/jpeg/<numbered class>/*.jpg with 47 real photos (the count and
+# the folder "134" that DALI's tests assume), linked from the project's shared data (never copied).
 extra="$tests/dali_extra"
 jpeg="$extra/db/single/jpeg"
 if [ ! -d "$jpeg" ]; then
   photos="$repo/../shared/data/flowers"
-  n=0
-  for f in $(ls "$photos"/*/*.jpg | sort); do
-    [ $n -ge 47 ] && break
-    cls="$(basename "$(dirname "$f")")"
+  for pair in daisy:100:10 dandelion:113:10 roses:134:10 sunflowers:137:10 tulips:155:7; do
+    IFS=: read -r flower cls count <<< "$pair"
     mkdir -p "$jpeg/$cls"
-    ln -s "$f" "$jpeg/$cls/$(basename "$f")"
-    n=$((n + 1))
+    for f in $(ls "$photos/$flower"/*.jpg | sort | head -n "$count"); do
+      ln -s "$f" "$jpeg/$cls/$(basename "$f")"
+    done
   done
 fi
 ln -sf "$here/dali_test_utils.py" "$tests/shim/test_utils.py"
