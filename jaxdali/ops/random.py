@@ -156,18 +156,18 @@ class Choice(_RandomOp):
 _DTYPE = Arg("dtype", "dtype", None, "Output type.")
 
 COIN_FLIP = register(OpSchema(
-    name="random.coin_flip", impl=CoinFlip, min_inputs=0, max_inputs=1,
+    name="random.coin_flip", impl=CoinFlip, devices=("cpu", "gpu"), min_inputs=0, max_inputs=1,
     doc="Random 0/1 values: 1 with probability `probability` (int32 by default).",
     args=(Arg("probability", "float", 0.5, "Probability of 1.", tensor=True, min=0, max=1), _DTYPE) + _SHAPE_ARGS))
 
 UNIFORM = register(OpSchema(
-    name="random.uniform", impl=Uniform, min_inputs=0, max_inputs=1,
+    name="random.uniform", impl=Uniform, devices=("cpu", "gpu"), min_inputs=0, max_inputs=1,
     doc="Uniformly distributed values in [range[0], range[1]), or drawn from the discrete `values`.",
     args=(Arg("range", "floats", (-1.0, 1.0), "[lo, hi) interval.", tensor=True),
           Arg("values", "floats", None, "Discrete set of values to draw from.", tensor=True), _DTYPE) + _SHAPE_ARGS))
 
 NORMAL = register(OpSchema(
-    name="random.normal", impl=Normal, min_inputs=0, max_inputs=1,
+    name="random.normal", impl=Normal, devices=("cpu", "gpu"), min_inputs=0, max_inputs=1,
     doc="Normally distributed values with `mean` and `stddev`.",
     args=(Arg("mean", "float", 0.0, "Mean.", tensor=True), Arg("stddev", "float", 1.0, "Standard deviation.",
                                                                   tensor=True, min=0), _DTYPE) + _SHAPE_ARGS))
