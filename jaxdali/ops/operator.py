@@ -29,6 +29,8 @@ class BuildContext:
     py_start_method: str = "fork"
     #: ``Pipeline(py_callback_pickler=...)``: how spawned workers receive ``external_source`` callbacks.
     py_callback_pickler: Any = None
+    #: The pipeline records state for ``checkpoint()`` (``enable_checkpointing``, or restoring one).
+    checkpointing: bool = False
 
 
 @dataclasses.dataclass
