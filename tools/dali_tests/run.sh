@@ -3,7 +3,7 @@
 # `jaxdali` (see docs/dali_tests.md). DALI's test files are NOT part of this repository: fetch them
 # into $DALI_TESTS (default /tmp/dali_tests) first, keeping DALI's layout (jax_plugin/, checkpointing/).
 #
-#   [JAXDALI_ROOT=checkout] tools/dali_tests/run.sh [TEST_FILE...]
+#   [JAXDALI_ROOT=checkout] [TEST_NAMES="Class func"] tools/dali_tests/run.sh [TEST_FILE...]
 #
 # JAXDALI_ROOT: the checkout whose jaxdali is tested (default: this repository), e.g. an older
 # commit's worktree for a "before" count. One nose2 run per test file, each under a time limit, logs
@@ -42,10 +42,12 @@ files=("$@")
 [ ${#files[@]} -eq 0 ] && files=($(cd "$tests" && ls jax_plugin/test_*.py checkpointing/test_*.py test_fw_iterators.py 2>/dev/null))
 for f in "${files[@]}"; do
   dir="$(dirname "$f")"; mod="$(basename "$f" .py)"
+  names="$mod"  # TEST_NAMES="TestJax TestPytorch": only those classes/functions of each file
+  [ -n "${TEST_NAMES:-}" ] && names="$(for n in $TEST_NAMES; do printf '%s.%s ' "$mod" "$n"; done)"
   echo "== $f"
   (cd "$tests/$dir" && DALI_EXTRA_PATH="$extra" \
     PYTHONPATH="$root:$here:$tests/shim:$tests/site:$tests:$tests/$dir" \
-    timeout -s INT "$limit" python -m nose2 -v -s "$tests/$dir" -t "$tests/$dir" "$mod" \
+    timeout -s INT "$limit" python -m nose2 -v -s "$tests/$dir" -t "$tests/$dir" $names \
     > "$logs/$mod.log" 2>&1; echo "rc=$?" >> "$logs/$mod.log")
   grep -E "^(Ran|OK|FAILED)|^rc=" "$logs/$mod.log" | tr '\n' ' '; echo
 done
