@@ -25,8 +25,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("operators", ("jaxdali.ops",)),
     ("pipeline", ("jaxdali.pipeline", "jaxdali.fn")),
     ("plugins", ("jaxdali.plugin", "jaxdali.plugin.jax", "jaxdali.plugin.pytorch")),
-    ("applications", ("jaxdali", "jaxdali.config", "jaxdali.datasets", "jaxdali.cli", "jaxdali.tools",
-                      "jaxdali.__main__")),
+    ("applications", ("jaxdali", "jaxdali.backend", "jaxdali.config", "jaxdali.datasets", "jaxdali.cli",
+                      "jaxdali.tools", "jaxdali.__main__")),
 )
 
 
