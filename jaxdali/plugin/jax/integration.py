@@ -3,7 +3,10 @@ tests written against DALI reach ``_jax_device`` through ``dax.integration``."""
 
 from __future__ import annotations
 
-import jax
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importing jaxdali.plugin.jax must not import jax
+    import jax
 
 
 def _jax_device(array: jax.Array) -> jax.Device:
