@@ -31,6 +31,8 @@ class BuildContext:
     py_callback_pickler: Any = None
     #: ``Pipeline(device_id=...)``: index of the local JAX device the pipeline's device data goes to (None: 0).
     device_id: int | None = None
+    #: The pipeline records state for ``checkpoint()`` (``enable_checkpointing``, or restoring one).
+    checkpointing: bool = False
 
 
 @dataclasses.dataclass

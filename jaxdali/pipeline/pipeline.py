@@ -195,7 +195,8 @@ class Pipeline:
             ctx = BuildContext(max_batch_size=self._max_batch_size, num_threads=self._num_threads, seed=self._seed,
                                pipeline_name=self._display_name(), py_num_workers=self._py_num_workers,
                                py_start_method=self._py_start_method,
-                               py_callback_pickler=self._py_callback_pickler, device_id=self._device_id)
+                               py_callback_pickler=self._py_callback_pickler, device_id=self._device_id,
+                               checkpointing=self._enable_checkpointing or checkpoint is not None)
             built = []
             try:
                 for node in ops:

@@ -232,6 +232,14 @@ class _DaliBaseIterator:
         # "Ignoring..." mid-epoch and also right after a reset in FILL without padding. A source that
         # ended its epoch early is reset too, so that the loop learns no further epoch can start.
         counters = self._counters
+        if self._first_batch is _EPOCH_END:
+            # Restored from a checkpoint taken after an epoch's last batch, before its StopIteration:
+            # the original iterator's new loop would have started the next epoch, so this one does too
+            # (next() without a loop still reports that end first).
+            self._first_batch = _NOTHING
+            if counters.epoch_over:
+                self.reset()
+            return self
         if self._consumed_since_reset and (counters.epoch_over or self._source_ended_at is not None
                                            or counters.batches_to_discard_on_reset()):
             self.reset()

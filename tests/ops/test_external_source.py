@@ -628,3 +628,45 @@ def test_num_outputs_per_sample_tuple_of_other_length_is_refused():
     pipe = make_pipe()(lambda: fn.external_source(lambda info: (np.ones(1),) * 3, num_outputs=2, batch=False))
     with pytest.raises(TypeError, match=r"num_outputs=2 each sample must be a tuple of 2 arrays.*sample 0 is a tuple of 3"):
         pipe.run()
+
+
+def _numbers(info):
+    return np.full((2,), info.idx_in_epoch, np.int32)
+
+
+def _constant():
+    return np.zeros((2,), np.int32)
+
+
+@pytest.mark.parametrize("source, kind", [
+    ([np.zeros((1, 2), np.int32)] * 3, "iterable"),
+    (iter([np.zeros((1, 2), np.int32)] * 3), "iterable"),
+    (_constant, "parameterless callable"),
+])
+def test_checkpointing_warns_at_build_about_a_source_whose_state_is_not_kept(source, kind):
+    # DALI warns when the pipeline is built, not only when a checkpoint is restored.
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, enable_checkpointing=True)
+    def pipe():
+        return fn.external_source(source=source, batch=kind != "parameterless callable")
+
+    p = pipe()
+    with pytest.warns(RuntimeWarning, match=f"DALI doesn't capture state of such 'source'. This {kind} source "
+                                            "restarts from its beginning"):
+        p.build()
+    p.close()
+
+
+def test_a_sample_callable_or_checkpointing_off_builds_without_a_warning(recwarn):
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, enable_checkpointing=True)
+    def resumable():
+        return fn.external_source(source=_numbers, batch=False)
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def unrecorded():
+        return fn.external_source(source=_constant, batch=False)
+
+    for make in (resumable, unrecorded):
+        p = make()
+        p.build()
+        p.close()
+    assert not [w for w in recwarn if "capture state" in str(w.message)]

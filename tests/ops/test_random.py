@@ -352,3 +352,29 @@ GOLDEN_UNIFORM = [-0.7669752240180969, -0.17603866755962372, -0.0535214133560657
 GOLDEN_COIN = [1, 1, 1, 0, 0, 0]
 GOLDEN_NORMAL = [0.009513049386441708, -0.5185652375221252]
 GOLDEN_CHOICE = [1, 4, 4, 5]
+
+
+@pytest.mark.parametrize("name", ["coin_flip", "uniform", "normal"])
+def test_gpu_placement_draws_the_cpu_values_on_the_device(name):
+    # DALI places these three on the GPU too (ported code passes device="gpu"); the draws stay the
+    # same counter-based values as on the CPU, handed out as device batches.
+    op = getattr(fn.random, name)
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=0, seed=5)
+    def pipe(device):
+        return op(device=device, shape=(4,))
+
+    cpu, gpu = pipe("cpu"), pipe("gpu")
+    try:
+        for _ in range(2):
+            (host,), (device,) = cpu.run(), gpu.run()
+            assert type(device).__name__ == "TensorListGPU"
+            np.testing.assert_array_equal(np.asarray(device.as_cpu().as_tensor()), np.asarray(host.as_tensor()))
+    finally:
+        cpu.close()
+        gpu.close()
+
+
+def test_choice_stays_cpu_only_like_dali():
+    with pytest.raises(OpArgumentError, match="fn.random.choice: device='gpu' is not supported"):
+        run(lambda: fn.random.choice(5, device="gpu"))

@@ -130,3 +130,39 @@ def test_epochs_match_dali(framework, size):
     epochs = 3
     with ours:
         assert _epochs(ours, epochs, True) == _epochs(dali_it, epochs, True)
+
+
+def _checkpointed_iterator(iterator_cls, auto_reset: bool, checkpoint=None):
+    @pipeline_def(batch_size=BATCH, num_threads=1, device_id=None, enable_checkpointing=True, checkpoint=checkpoint)
+    def pipe():
+        return fn.external_source(source=_callable_source, batch=True, batch_info=True)
+
+    return iterator_cls(pipe(), ["x"], size=EPOCH, auto_reset=auto_reset, last_batch_padded=True)
+
+
+@pytest.mark.parametrize("iterator_cls", [JaxIterator, TorchIterator], ids=["jax", "torch"])
+@pytest.mark.parametrize("auto_reset", [True, False], ids=["auto_reset", "reset"])
+def test_a_loop_over_an_iterator_restored_after_the_last_batch_starts_the_next_epoch(iterator_cls, auto_reset):
+    # The checkpoint is taken after the epoch's last batch, before its StopIteration: a new `for` loop
+    # over the original starts the next epoch, and so must one over the restored iterator (as in DALI;
+    # it gave nothing here before).
+    original = _checkpointed_iterator(iterator_cls, auto_reset)
+    assert [_first_values(next(original)) for _ in range(BATCHES)] == list(range(BATCHES))
+    restored = _checkpointed_iterator(iterator_cls, auto_reset, original.checkpoints()[0])
+    assert [_first_values(b) for b in original] == [_first_values(b) for b in restored] == list(range(BATCHES))
+
+
+@pytest.mark.parametrize("auto_reset", [True, False], ids=["auto_reset", "reset"])
+def test_next_on_an_iterator_restored_after_the_last_batch_reports_the_epoch_end_first(auto_reset):
+    # Deliberately exact (DALI hands out the next epoch's first batch): the original's next() would
+    # raise StopIteration here too.
+    original = _checkpointed_iterator(TorchIterator, auto_reset)
+    for _ in range(BATCHES):
+        next(original)
+    restored = _checkpointed_iterator(TorchIterator, auto_reset, original.checkpoints()[0])
+    for it in (original, restored):
+        with pytest.raises(StopIteration):
+            next(it)
+        if not auto_reset:
+            it.reset()
+        assert _first_values(next(it)) == 0

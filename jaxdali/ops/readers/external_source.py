@@ -50,6 +50,9 @@ def _count_positional(fn: Callable) -> int:
     return len(positional)
 
 
+_KIND_WORDS = {"iterable": "iterable", "genfunc": "generator function", "callable0": "parameterless callable"}
+
+
 def _classify(source: Any) -> str:
     if source is None:
         return "feed"
@@ -246,6 +249,13 @@ class ExternalSource(Operator):
         for i, (nd, lay) in enumerate(zip(self._ndims, self._layouts)):
             if nd is not None and lay and len(lay) != nd:
                 raise OpArgumentError(f"fn.external_source: layout {lay!r} of output {i} does not match ndim={nd}")
+        if build.checkpointing and self._kind not in ("feed", "callable1"):
+            # Warned when the pipeline is built, as DALI does (its tests match the middle sentence).
+            warnings.warn(f"{self.name}: checkpointing is enabled, but only one-argument callable sources (iteration "
+                          "index, BatchInfo or SampleInfo) resume from a checkpoint. DALI doesn't capture state of "
+                          f"such 'source'. This {_KIND_WORDS[self._kind]} source restarts from its beginning when a "
+                          "checkpoint is restored; adjust it yourself to start where the checkpoint was taken.",
+                          RuntimeWarning, stacklevel=user_stacklevel())
         self._feed = _Feed() if self._kind == "feed" else None
         self._last_fed: list | None = None
         self._iterator = None
@@ -463,10 +473,6 @@ class ExternalSource(Operator):
         if state.get("kind") != self._kind:
             raise CheckpointError(f"checkpoint field 'pipeline.runner.ops.{self.name}.kind' is {state.get('kind')!r}, "
                                   f"but this source is a {self._kind!r} source")
-        if self._kind != "callable1":
-            warnings.warn(f"{self.name}: only one-argument callable sources (iteration index, BatchInfo or SampleInfo) "
-                          f"resume from a checkpoint; this {self._kind} source restarts from its beginning",
-                          RuntimeWarning, stacklevel=user_stacklevel())
 
     def cancel(self) -> None:
         if self._feed is not None:

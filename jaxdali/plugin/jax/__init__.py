@@ -24,6 +24,7 @@ A source that ends each epoch after four samples, read in batches of two as ``ja
 
 from jaxdali.plugin.epoch_counter import LastBatchPolicy as LastBatchPolicy
 from jaxdali.plugin.jax import fn as fn
+from jaxdali.plugin.jax import integration as integration
 from jaxdali.plugin.jax.decorator import data_iterator as data_iterator
 from jaxdali.plugin.jax.iterator import DALIGenericIterator as DALIGenericIterator
 

@@ -31,12 +31,7 @@ def get_spec_for_array(array: Any) -> ArraySpec:
 
 
 class DALIGenericPeekableIterator(DALIGenericIterator, PeekableDatasetIterator):
-    """``DALIGenericIterator`` with ``peek()``, ``peek_async()`` and ``element_spec``.
-
-    Same arguments as ``DALIGenericIterator``. Every batch must have the shapes and dtypes of the
-    first one. ``peek()`` fetches the next batch (advancing the counters) and keeps it until
-    ``next()`` returns it; while a peeked batch is pending, ``checkpoints()`` raises.
-    """
+    # __doc__ is set below the class: DALIGenericIterator's, with the peeking described first.
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._lock = threading.Lock()
@@ -108,5 +103,14 @@ class DALIGenericPeekableIterator(DALIGenericIterator, PeekableDatasetIterator):
             self._pending, self._has_pending = None, False
         super().close()
 
+
+# The arguments are DALIGenericIterator's, documented in the same words (DALI's tests compare the two).
+DALIGenericPeekableIterator.__doc__ = """``DALIGenericIterator`` with ``peek()``, ``peek_async()`` and ``element_spec``.
+
+    Every batch must have the shapes and dtypes of the first one. ``peek()`` fetches the next batch
+    (advancing the counters) and keeps it until ``next()`` returns it; while a peeked batch is
+    pending, ``checkpoints()`` raises.
+
+""" + DALIGenericIterator.__doc__[DALIGenericIterator.__doc__.index("    Args:"):]
 
 peekable_data_iterator = make_data_iterator(DALIGenericPeekableIterator)

@@ -52,6 +52,15 @@ def _iterator_argument_docs() -> str:
 
 _DOC = """Decorator: a graph function becomes a factory of iterators over one pipeline per device.
 
+    The decorator takes the iterator's arguments (below); how the factory routes its own arguments
+    and builds the pipelines follows them.
+
+    Args:
+      pipeline_fn: the graph function; left out when the decorator is called with arguments only.
+<iterator arguments>
+      devices: JAX devices for pmap-style outputs (one pipeline per device, outputs stacked along a
+        leading device axis). Mutually exclusive with ``sharding``.
+
     Use as ``@data_iterator(output_map=[...], reader_name=..., sharding=...)`` or functionally as
     ``data_iterator(fn, output_map=[...])``. The factory's signature is
     ``factory(*args, checkpoints=None, **kwargs)``; ``kwargs`` mixes Pipeline arguments
@@ -72,12 +81,6 @@ _DOC = """Decorator: a graph function becomes a factory of iterators over one pi
     no ``external_source`` (elastic resume): the new devices first share what is left of the
     interrupted epoch, each remaining sample exactly once, then continue with whole epochs on the new
     layout.
-
-    Args:
-      pipeline_fn: the graph function; left out when the decorator is called with arguments only.
-<iterator arguments>
-      devices: JAX devices for pmap-style outputs (one pipeline per device, outputs stacked along a
-        leading device axis). Mutually exclusive with ``sharding``.
 
     .. note::
        Deliberate differences from DALI: shard ids are positions in ``jax.devices()``, not
