@@ -8,24 +8,13 @@ import pytest
 
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops.schema import OpArgumentError
+from tests.run_once import run_once
 
 
 def run(graph, *batches, batch_size=2):
     """Runs ``graph(*nodes)`` once on external sources returning ``batches``; NumPy samples per output."""
-
-    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, seed=3)
-    def pipe():
-        nodes = [fn.external_source(source=lambda b=b: b) for b in batches]
-        out = graph(*nodes)
-        return tuple(out) if isinstance(out, (list, tuple)) else out
-
-    p = pipe()
-    try:
-        outs = p.run()
-    finally:
-        p.close()
-    return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs]
-
+    return run_once(lambda: graph(*[fn.external_source(source=lambda b=b: b) for b in batches]),
+                    batch_size=batch_size, seed=3)[0]
 
 BOXES = [np.array([[0.1, 0.2, 0.3, 0.5]], np.float32), np.zeros((0, 4), np.float32)]
 LABELS = [np.array([5], np.int32), np.zeros(0, np.int32)]

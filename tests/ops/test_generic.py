@@ -8,23 +8,12 @@ import pytest
 
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops.schema import OpArgumentError
+from tests.run_once import run_once
 
 
 def run(make, batch_size=2, device_id=None):
     """Runs ``make()`` as a pipeline once; returns each output as a list of NumPy samples."""
-
-    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=device_id, seed=7, prefetch_queue_depth=1)
-    def pipe():
-        out = make()
-        return tuple(out) if isinstance(out, (list, tuple)) else out
-
-    p = pipe()
-    try:
-        outs = p.run()
-    finally:
-        p.close()
-    return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs]
-
+    return run_once(make, batch_size=batch_size, device_id=device_id, prefetch_queue_depth=1)[0]
 
 def feed(*samples, layout=""):
     return fn.external_source(source=lambda: [np.asarray(s) for s in samples], layout=layout)

@@ -9,29 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jaxdali import fn, pipeline_def, types
+from jaxdali import fn, types
 from jaxdali.ops.convert import convert
 from jaxdali.ops.crop_plan import WindowOutOfBounds, crop_anchor, crop_window
 from jaxdali.ops.schema import OpArgumentError
+from tests.run_once import fed, run_once
 
 
 def run_pipe(make, inputs, layout="HWC", num_threads=1, device_id=None, batch_size=None):
-    """Feeds ``inputs`` (one batch) through ``make(x)``; returns each output as a list of NumPy samples."""
-
-    @pipeline_def(batch_size=batch_size or len(inputs), num_threads=num_threads, device_id=device_id, seed=7,
-                  exec_pipelined=False)
-    def pipe():
-        x = fn.external_source(source=lambda: inputs, layout=layout)
-        out = make(x)
-        return tuple(out) if isinstance(out, (list, tuple)) else out
-
-    p = pipe()
-    try:
-        outs = p.run()
-    finally:
-        p.close()
-    return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs], [o.layout() for o in outs]
-
+    """Feeds ``inputs`` (one batch) through ``make(x)``; returns the outputs as NumPy samples, and their layouts."""
+    return run_once(lambda: make(fed(inputs, layout)), batch_size=batch_size or len(inputs), num_threads=num_threads,
+                    device_id=device_id, exec_pipelined=False)
 
 def one(make, inputs, layout="HWC", **kw):
     """The first output of ``run_pipe`` as a list of samples."""

@@ -10,24 +10,13 @@ import pytest
 
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops.schema import OpArgumentError
+from tests.run_once import fed, run_once
 
 
 def run_pipe(make, inputs, layout="HWC", device_id=None, batch_size=None):
     """Feeds ``inputs`` (one batch) through ``make(x)``; returns each output as a list of NumPy samples."""
-
-    @pipeline_def(batch_size=batch_size or len(inputs), num_threads=2, device_id=device_id, seed=7)
-    def pipe():
-        x = fn.external_source(source=lambda: inputs, layout=layout)
-        out = make(x)
-        return tuple(out) if isinstance(out, (list, tuple)) else out
-
-    p = pipe()
-    try:
-        outs = p.run()
-    finally:
-        p.close()
-    return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs]
-
+    return run_once(lambda: make(fed(inputs, layout)), batch_size=batch_size or len(inputs), device_id=device_id,
+                    num_threads=2)[0]
 
 rng = np.random.default_rng(0)
 RGB = rng.integers(0, 256, (6, 7, 3), dtype=np.uint8)
