@@ -45,6 +45,12 @@ _CODEC_LINE = re.compile(
     r"|\w+: .*(TIFF|IFD|[Dd]irectory|[Ss]trip|[Tt]ile|[Ss]canline|[Tt]ag \d|Photometric|compression scheme))")
 
 
+# Parts of codec messages that identify them anywhere in a line: the threads of one batched decode
+# (nvImageCodec decodes a batch in parallel) write at once, and their messages interleave mid-line.
+_CODEC_FRAGMENT = re.compile(r"\[(py)?nvimgcodec|\[libjpeg|libjpeg_turbo|Premature end of JPEG|Corrupt JPEG data"
+                             r"|Something went wrong during decoding image")
+
+
 def codec_lines(text: str) -> tuple[list[str], list[str]]:
     """Splits ``text`` into (codec lines without colour codes, the other lines as written). Blank
     lines are dropped: OpenCV ends each of its messages with one."""
@@ -53,7 +59,7 @@ def codec_lines(text: str) -> tuple[list[str], list[str]]:
         plain = _ANSI.sub("", line).strip()
         if not plain:
             continue
-        if _CODEC_LINE.match(plain):
+        if _CODEC_LINE.match(plain) or _CODEC_FRAGMENT.search(plain):
             codec.append(plain)
         else:
             other.append(line)

@@ -234,3 +234,16 @@ def test_capture_passes_other_output_through(capfd):
         os.write(1, b"stdout is not captured\n")
     assert seen.lines == ["Corrupt JPEG data: bad Huffman code", "[ERROR] [libjpeg_turbo_decoder] Could not decode"]
     assert capfd.readouterr() == ("stdout is not captured\n", "a line of the user's\npartial")
+
+
+def test_interleaved_codec_messages_of_a_batched_decode_stay_codec_messages():
+    # nvImageCodec decodes a batch on several threads, whose messages interleave mid-line.
+    from jaxdali.ops.codec_output import codec_lines
+
+    text = ("\x1b[0;33m[WARNING] \x1b[0m[pynvimgcodec\x1b[0;33m[WARNING] \x1b[0m[pynvimgcodec] Something went wrong "
+            "during decoding image #0 there will be None on corresponding output position\n"
+            "stream - Premature end of JPEG data. Stopped at line 96/263\n"
+            "] Something went wrong during decoding image #0 there will be None on corresponding output position\n"
+            "a line of the user's own\n")
+    codec, other = codec_lines(text)
+    assert len(codec) == 3 and other == ["a line of the user's own\n"]
