@@ -118,7 +118,15 @@ def test_strided_host_view_is_made_contiguous_once_with_the_same_values():
     np.testing.assert_array_equal(np.asarray(gpu_decode.to_jax(flipped, cpu)), flipped)
 
 
+def _needs_nvimagecodec_backend() -> None:
+    """The device path decodes with nvImageCodec; CI's second pass runs with config decoder="opencv"."""
+    backend, why = decoders.backend_status()
+    if backend != "nvimgcodec":
+        pytest.skip(f"the device path decodes with nvImageCodec; the decoding backend here is {backend} ({why})")
+
+
 def test_nvimagecodec_host_image_is_handed_over_without_a_copy():
+    _needs_nvimagecodec_backend()
     cpu = jax.local_devices()[0]
     data = _photos(1)[0]
     nvi = decoders._nvimgcodec_module()
@@ -136,6 +144,7 @@ def test_nvimagecodec_host_image_is_handed_over_without_a_copy():
 def device_path_on_cpu(monkeypatch):
     """Makes the decision say "gpu" and ``gpu_decoder`` return the CPU backend's decoder, so that the
     operators build and run their device path on this machine."""
+    _needs_nvimagecodec_backend()
     monkeypatch.setattr(gpu_decode, "decode_status", lambda device_id: ("gpu", "test: CPU backend as GPU"))
     monkeypatch.setattr(gpu_decode, "gpu_decoder", lambda device, codec_options: decoders._decoder(codec_options))
 
