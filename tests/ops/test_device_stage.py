@@ -8,16 +8,15 @@ JAX's CPU device (``device_id=0``).
 
 from __future__ import annotations
 
-import contextlib
 
 import jax
-import jax.monitoring
 import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def, types
 from jaxdali.ops import color, geometry
 from jaxdali.tensors import TensorListCPU, TensorListGPU
+from tests.compilations import count_compilations
 
 IMAGES = [np.random.default_rng(i).integers(0, 256, (20, 24, 3), dtype=np.uint8) for i in range(4)]
 RAGGED = [np.random.default_rng(10 + i).integers(0, 256, (30 + 3 * i, 40 - i, 3), dtype=np.uint8) for i in range(4)]
@@ -50,20 +49,6 @@ def assert_same(host, device):
     assert host.layout() == device.layout()
 
 
-@contextlib.contextmanager
-def count_compilations():
-    """Counts XLA backend compilations made while the block runs (``counter[0]``)."""
-    counter = [0]
-
-    def listener(name, duration, **kwargs):
-        if name == "/jax/core/compile/backend_compile_duration":
-            counter[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield counter
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def test_device_crop_mirror_normalize_equals_host():

@@ -8,7 +8,6 @@ Compilations are counted with ``jax.monitoring``: every XLA backend compilation 
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import pathlib
 
@@ -21,6 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 from jaxdali import fn, pipeline_def, types  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator, data_iterator  # noqa: E402
+from tests.compilations import count_compilations  # noqa: E402
 
 FLOWERS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "flowers"
 PHOTOS = sorted(glob.glob(str(FLOWERS / "tulips" / "*.jpg")))[:12]
@@ -29,20 +29,6 @@ pytestmark = pytest.mark.skipif(len(PHOTOS) < 12 or len(jax.devices()) < DEVICES
                                 reason=f"needs the shared photos under {FLOWERS} and {DEVICES} JAX devices")
 
 
-@contextlib.contextmanager
-def count_compilations():
-    """Counts XLA backend compilations made while the block runs (``counter[0]``)."""
-    counter = [0]
-
-    def listener(name, duration, **kwargs):
-        if name == "/jax/core/compile/backend_compile_duration":
-            counter[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield counter
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def graph(shard_id=0, num_shards=1):

@@ -14,7 +14,7 @@ import numpy as np
 
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
-from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
+from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["ARRAY_RECORD_READER"]
@@ -28,10 +28,8 @@ def _open(op: str, path: str):
         from array_record.python.array_record_module import ArrayRecordReader
     except ImportError:
         raise ImportError(f"fn.{op} needs the 'array-record' package: pip install 'jaxdali[array_record]'") from None
-    if storage.is_remote(path):
-        raise OpArgumentError(f"fn.{op}: argument 'path': {path!r} is a URL, but ArrayRecord files are read by the "
-                              "array-record package's own C++ file layer, which opens local paths only; copy the "
-                              "files to a local folder first (see docs/readers/array_record.md)")
+    storage.require_local(op, path, "ArrayRecord files are read by the array-record package's own C++ file "
+                          "layer, which opens local paths only (see docs/readers/array_record.md)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"fn.{op}: ArrayRecord file {path!r} does not exist")
     try:

@@ -19,7 +19,6 @@ import numpy as np
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import Reader
 from jaxdali.ops.readers.protowire import ProtoError
-from jaxdali.ops.schema import OpArgumentError
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["LmdbReader"]
@@ -37,10 +36,8 @@ def _open(op: str, path: str) -> tuple[str, object]:
         import lmdb
     except ImportError:
         raise ImportError(f"fn.{op} needs the 'lmdb' package: pip install 'jaxdali[lmdb]'") from None
-    if storage.is_remote(path):
-        raise OpArgumentError(f"fn.{op}: argument 'path': {path!r} is a URL, but an LMDB is memory-mapped by the "
-                              "lmdb package, which needs a local path; copy the database to a local folder first "
-                              "(see docs/readers/caffe.md)")
+    storage.require_local(op, path, "an LMDB is memory-mapped by the lmdb package, which needs a local path "
+                          "(see docs/readers/caffe.md)")
     if not os.path.exists(path):
         raise FileNotFoundError(f"fn.{op}: LMDB path {path!r} does not exist")
     real = os.path.realpath(path)

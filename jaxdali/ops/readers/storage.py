@@ -21,6 +21,8 @@ import os
 import re
 from typing import Any, BinaryIO, Sequence
 
+from jaxdali.ops.schema import OpArgumentError
+
 __all__ = ["dirname", "file_size", "is_remote", "isdir", "isfile", "join", "list_dir", "open_file", "read_file",
            "read_range", "read_ranges", "request_granularity"]
 
@@ -35,6 +37,13 @@ REMOTE_GRANULARITY = 256 * 1024
 def is_remote(path: str) -> bool:
     """Whether ``path`` is a URL served through fsspec (rather than a local path)."""
     return _URL.match(path) is not None
+
+
+def require_local(op: str, path: str, why: str) -> None:
+    """Refuses a URL in argument ``path`` of a reader whose library opens local files only (``why``)."""
+    if is_remote(path):
+        raise OpArgumentError(f"fn.{op}: argument 'path': {path!r} is a URL, but {why}; copy the data to a local "
+                              "folder first")
 
 
 def request_granularity(path: str) -> int:
