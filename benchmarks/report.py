@@ -62,6 +62,12 @@ def _group(records: Iterable[dict]) -> dict[tuple[str, str], list[dict]]:
     return groups
 
 
+def _per_cpu_second(records: list[dict]) -> str:
+    """Images per CPU-second; "—" where a run was too short for the CPU clock's tick to count it."""
+    measured = [100 * r["images_per_s"] / r["cpu_percent"] for r in records if r["cpu_percent"] > 0]
+    return f"{statistics.median(measured):.0f}" if measured else "—"
+
+
 def median_rate(records: list[dict]) -> float | None:
     rates = [r["images_per_s"] for r in records if "error" not in r]
     return statistics.median(rates) if rates else None
@@ -116,7 +122,7 @@ def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]
         lines.append(
             f"| {label(ok[0])} | {_median_range([r['images_per_s'] for r in ok], '.0f')} | {ratio} "
             f"| {statistics.median(r['cpu_percent'] for r in ok):.0f} "
-            f"| {statistics.median(100 * r['images_per_s'] / r['cpu_percent'] for r in ok):.0f} "
+            f"| {_per_cpu_second(ok)} "
             f"| {_median_range([r['ttfb_s'] for r in ok], '.2f')} "
             f"| {statistics.median(r['import_s'] for r in ok):.2f} "
             f"| {_import_pss(ok)} "
