@@ -55,7 +55,7 @@ def test_sigint_ends_the_process_promptly_without_abort(mode, delay, flowers_roo
     else:
         # Python turned the interrupt into a KeyboardInterrupt in the main thread: its traceback starts
         # stderr. Its last line is not asserted: once, on a loaded CI machine, the captured stderr ended
-        # after the innermost frame while the exit status (-2) was right; a repeat of 30 runs here never showed it.
+        # after the innermost frame while the exit status (-2) was right; 30 runs here never showed it.
         assert rc in (-signal.SIGINT, 130) and "Traceback (most recent call last)" in err, (rc, err[-3000:])
 
 
