@@ -277,6 +277,15 @@ def test_jitter_moves_every_pixel_within_the_degree_and_keeps_its_channels_toget
     assert not np.array_equal(out[0], out[1])   # each sample draws its own offsets
 
 
+def test_jitter_moves_wide_pixels_whole():
+    image = np.concatenate([_coordinates(30, 40)] * 2, axis=-1)   # 6 channels: gathered with NumPy
+    (out,) = run(lambda x: fn.jitter(x, nDegree=3, seed=4), [image])
+    np.testing.assert_array_equal(out[0][..., :3], out[0][..., 3:])
+    y, x = np.mgrid[0:30, 0:40]
+    for source, position in ((out[0][..., 0], y), (out[0][..., 1], x)):
+        assert set(np.unique(source - position)) == {-1.0, 0.0, 1.0}
+
+
 def test_jitter_output_pixels_are_input_pixels_of_the_neighbourhood(photos):
     (out, masked) = run(lambda x: (fn.jitter(x), fn.jitter(x, mask=fed([np.int32(1), np.int32(0), np.int32(1)], ""))),
                         photos)

@@ -28,22 +28,22 @@ __all__ = ["JITTER", "jitter_maps"]
 _OP = "jitter"
 _TYPES = (DALIDataType.UINT8, DALIDataType.FLOAT)  # DALI 2.4's
 _CV_CHANNELS = 4  # cv2.remap's limit; wider pixels are gathered with NumPy
+_MAX_SIDE = np.iinfo(np.int16).max  # the source coordinates are held as int16 (OpenCV's integer maps)
 
 
-def jitter_maps(gen: np.random.Generator, height: int, width: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
-    """The float32 source column and row of every output pixel: position + offset, clamped to the image."""
-    offsets = gen.integers(0, degree, size=(2, height, width), dtype=np.int32)
-    offsets -= degree // 2
-    offsets[0] += np.arange(width, dtype=np.int32)[None, :]
-    offsets[1] += np.arange(height, dtype=np.int32)[:, None]
-    np.clip(offsets[0], 0, width - 1, out=offsets[0])
-    np.clip(offsets[1], 0, height - 1, out=offsets[1])
-    maps = offsets.astype(np.float32)
-    return maps[0], maps[1]
+def jitter_maps(gen: np.random.Generator, height: int, width: int, degree: int) -> np.ndarray:
+    """The source (column, row) of every output pixel, int16 (H, W, 2): position + offset, clamped to the image."""
+    maps = gen.integers(0, degree, size=(height, width, 2), dtype=np.int16)
+    maps -= degree // 2
+    maps[..., 0] += np.arange(width, dtype=np.int16)
+    maps[..., 1] += np.arange(height, dtype=np.int16)[:, None]
+    np.clip(maps[..., 0], 0, width - 1, out=maps[..., 0])
+    np.clip(maps[..., 1], 0, height - 1, out=maps[..., 1])
+    return maps
 
 
 class Jitter(Operator):
-    """Per-sample offsets from the sample's key; one nearest-neighbour ``cv2.remap`` per sample."""
+    """Per-sample offsets from the sample's key; one ``cv2.remap`` with integer maps per sample."""
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -58,6 +58,8 @@ class Jitter(Operator):
         n = len(x)
         layout = image_layout(_OP, x.layout(), x.ndim(), ("HWC",))
         check_type(_OP, "input", x.np_dtype, _TYPES)
+        if any(max(s[:2]) > _MAX_SIDE for s in x.shape()):
+            raise ValueError(f"fn.{_OP}: images may be at most {_MAX_SIDE} pixels wide and high")
         mask = args.per_sample("mask", np.int64)
         keys = ctx.sample_keys(self.seed)
         out = allocate_batch(x.shape(), x.np_dtype)
@@ -71,12 +73,12 @@ class Jitter(Operator):
                     np.copyto(out[i], src)
                     continue
                 h, w, c = src.shape
-                mx, my = jitter_maps(np.random.Generator(np.random.PCG64(int(keys[i]))), h, w, degree)
+                maps = jitter_maps(np.random.Generator(np.random.PCG64(int(keys[i]))), h, w, degree)
                 if c <= _CV_CHANNELS:
                     s, d = (src[..., 0], out[i][..., 0]) if c == 1 else (src, out[i])
-                    cv2.remap(s, mx, my, cv2.INTER_NEAREST, dst=d)
+                    cv2.remap(s, maps, None, cv2.INTER_NEAREST, dst=d)
                 else:
-                    rows = my.astype(np.intp) * w + mx.astype(np.intp)
+                    rows = maps[..., 1].astype(np.intp) * w + maps[..., 0]
                     np.take(src.reshape(-1, c), rows.reshape(-1), axis=0, out=out[i].reshape(-1, c))
 
         ctx.parallel_for(work, n)
