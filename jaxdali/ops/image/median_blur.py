@@ -4,11 +4,14 @@ DALI 2.4 runs it on the GPU only (CV-CUDA's MedianBlur); this is a host implemen
 semantics: ``window_size`` is ``(width, height)``, both odd; the window is centred on the pixel;
 pixels outside the image repeat the nearest edge pixel (replicate border); each channel is filtered
 separately. ``cv2.medianBlur`` (the same border) does square windows where it can (any size for
-uint8 with 1, 3 or 4 channels, 3 and 5 otherwise); other windows take the median of the sliding
-windows with NumPy, a band of rows at a time.
+uint8 with 1, 3 or 4 channels, 3 and 5 otherwise); other windows run a median selection network
+(``median_network``) of whole-array NumPy minimum/maximum over the window's shifted copies, a band of
+rows at a time.
 """
 
 from __future__ import annotations
+
+import functools
 
 import cv2
 import numpy as np
@@ -17,11 +20,36 @@ from jaxdali.ops.image.plane_filter import filter_planes, window_pair
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpSchema, register
 
-__all__ = ["MEDIAN_BLUR", "median_filter"]
+__all__ = ["MEDIAN_BLUR", "median_filter", "median_network"]
 
 _OP = "experimental.median_blur"
-#: Elements of the window stack one band of rows may hold in the NumPy path.
-_BAND_ELEMENTS = 1 << 22
+#: Elements of the window's shifted copies one band of rows may hold in the NumPy path (cache-sized).
+_BAND_ELEMENTS = 1 << 20
+
+
+@functools.lru_cache(maxsize=64)
+def median_network(count: int) -> tuple[tuple[int, int], ...]:
+    """Compare-exchange pairs ``(i, j)``, ``i < j``, after which position ``count // 2`` of ``count`` values holds
+    their median: Batcher's odd-even merge sort of the next power of two, without the pairs that touch the
+    padding (values past ``count`` act as +inf and never move) or cannot reach the median's position."""
+    size = 1 << max(0, (count - 1).bit_length())
+    pairs = []
+    span = 1
+    while span < size:
+        step = span
+        while step >= 1:
+            for j in range(step % span, size - step, 2 * step):
+                for i in range(min(step, size - j - step)):
+                    if (i + j) // (2 * span) == (i + j + step) // (2 * span):
+                        pairs.append((i + j, i + j + step))
+            step //= 2
+        span *= 2
+    needed, kept = {count // 2}, []
+    for i, j in reversed(pairs):
+        if j < count and (i in needed or j in needed):
+            kept.append((i, j))
+            needed |= {i, j}
+    return tuple(reversed(kept))
 
 
 def median_filter(src: np.ndarray, dst: np.ndarray, width: int, height: int) -> None:
@@ -30,16 +58,23 @@ def median_filter(src: np.ndarray, dst: np.ndarray, width: int, height: int) -> 
     if width == height and (width <= 5 or (src.dtype == np.uint8 and channels in (1, 3, 4))):
         cv2.medianBlur(src, width, dst=dst)
         return
+    # Elsewhere: the median network over the window's shifted copies, whole-array min/max (GIL-free), by bands
     ry, rx = height // 2, width // 2
-    pad = ((ry, ry), (rx, rx)) + ((0, 0),) * (src.ndim - 2)
-    padded = np.pad(src, pad, mode="edge")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (height, width), axis=(0, 1))
-    middle = height * width // 2
-    rows = max(1, _BAND_ELEMENTS // max(1, src.shape[1] * channels * height * width))
+    padded = cv2.copyMakeBorder(src, ry, ry, rx, rx, cv2.BORDER_REPLICATE).reshape(
+        (src.shape[0] + 2 * ry, src.shape[1] + 2 * rx) + src.shape[2:])
+    count = width * height
+    pairs = median_network(count)
+    rows = max(1, _BAND_ELEMENTS // (count * src.shape[1] * channels))
     for top in range(0, src.shape[0], rows):
-        band = windows[top:top + rows]
-        stacked = band.reshape(band.shape[:-2] + (-1,))
-        dst[top:top + rows] = np.partition(stacked, middle, axis=-1)[..., middle]
+        bottom = min(top + rows, src.shape[0])
+        values = [np.array(padded[top + dy:bottom + dy, dx:dx + src.shape[1]])
+                  for dy in range(height) for dx in range(width)]
+        spare = np.empty_like(values[0])
+        for i, j in pairs:
+            np.minimum(values[i], values[j], out=spare)
+            np.maximum(values[i], values[j], out=values[j])
+            values[i], spare = spare, values[i]
+        dst[top:bottom] = values[count // 2]
 
 
 class MedianBlur(Operator):
