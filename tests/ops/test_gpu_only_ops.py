@@ -235,13 +235,16 @@ def test_remap_identity_maps_sequences_and_one_channel(photos):
     y, x = np.mgrid[0:h, 0:w].astype(np.float32)
     seq = np.stack([image, image[::-1]])
     gray = np.ascontiguousarray(image[..., :1])
-    (same, frames, one) = run_once(lambda: (
+    (same, cubic, frames, one) = run_once(lambda: (
         fn.experimental.remap(fed([image]), fed([x + 0.5], "HW"), fed([y + 0.5], "HW")),
+        fn.experimental.remap(fed([image]), fed([x], "HW"), fed([y], "HW"), interp=types.INTERP_CUBIC,
+                              pixel_origin="center"),
         fn.experimental.remap(fed([seq], "FHWC"), fed([np.stack([x + 0.5, w - 0.5 - x])], "FHW"),
                               fed([np.stack([y + 0.5, y + 0.5])], "FHW"), interp=types.INTERP_NN),
         fn.experimental.remap(fed([gray]), fed([(x + 0.5)[..., None]], "HWC"), fed([y[..., None]], "HWC"),
                               pixel_origin="center")), batch_size=1)[0]
     np.testing.assert_array_equal(same[0], image)
+    np.testing.assert_array_equal(cubic[0], image)
     np.testing.assert_array_equal(frames[0][0], image)
     np.testing.assert_array_equal(frames[0][1], image[::-1, ::-1])
     expected = bilinear_zero_border(gray, x + 0.5, y)   # half way between horizontal neighbours

@@ -103,7 +103,8 @@ REMAP = register(OpSchema(
         "output has the input's shape and type.\n\n.. note:: DALI 2.4 runs this operator on the GPU only (NPP); "
         "jaxdali runs it on the host with OpenCV (also for device='gpu') and also accepts device='cpu'. "
         "Nearest neighbour is exact; linear and cubic use OpenCV's 1/32-pixel fixed-point weights, so they "
-        "are within a few units of exact interpolation on sharp edges. Checked against NumPy interpolation.",
+        "are within a few units of exact interpolation on sharp edges; cubic is OpenCV's kernel (a = -0.75), "
+        "NPP's may differ. Checked against NumPy interpolation.",
     args=(Arg("interp", "interp_type", DALIInterpType.INTERP_LINEAR, "INTERP_NN, INTERP_LINEAR or INTERP_CUBIC."),
           Arg("pixel_origin", "str", "corner", "'corner': pixel i covers [i, i + 1); 'center': pixel i is centred "
               "on i (OpenCV's convention).", choices=("corner", "center"))),
