@@ -62,7 +62,6 @@ class _Morphology(Operator):
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
-        border_value = _neutral(x.np_dtype, self.dilate)
         morph = cv2.dilate if self.dilate else cv2.erode
         wrap = self._border == cv2.BORDER_WRAP
 
@@ -76,7 +75,7 @@ class _Morphology(Operator):
                     dst[...] = full[ay:ay + dst.shape[0], ax:ax + dst.shape[1]]
                 else:
                     morph(src, kernel, dst=dst, anchor=(ax, ay), borderType=self._border,
-                          borderValue=(border_value,) * 4)
+                          borderValue=(_neutral(src.dtype, self.dilate),) * 4)
                 src = dst
 
         return filter_planes(self.op, ctx, x, lambda i, who: self._params(args, i, who), apply)
