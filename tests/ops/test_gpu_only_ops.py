@@ -289,6 +289,15 @@ def test_jitter_moves_wide_pixels_whole():
         assert set(np.unique(source - position)) == {-1.0, 0.0, 1.0}
 
 
+def test_jitter_with_a_degree_beyond_the_image_clamps_to_its_edges():
+    image = _coordinates(20, 30)
+    (out,) = run(lambda x: fn.jitter(x, nDegree=70000, seed=2), [image])
+    sy, sx = out[0][..., 0], out[0][..., 1]
+    np.testing.assert_array_equal(out[0][..., 2], sy * 30 + sx)
+    assert sy.min() >= 0 and sy.max() <= 19 and sx.min() >= 0 and sx.max() <= 29
+    assert np.isin(sy, (0, 19)).mean() > 0.97 and np.isin(sx, (0, 29)).mean() > 0.97   # most draws overshoot
+
+
 def test_jitter_output_pixels_are_input_pixels_of_the_neighbourhood(photos):
     (out, masked) = run(lambda x: (fn.jitter(x), fn.jitter(x, mask=fed([np.int32(1), np.int32(0), np.int32(1)], ""))),
                         photos)

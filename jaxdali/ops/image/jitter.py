@@ -33,13 +33,15 @@ _MAX_SIDE = np.iinfo(np.int16).max  # the source coordinates are held as int16 (
 
 def jitter_maps(gen: np.random.Generator, height: int, width: int, degree: int) -> np.ndarray:
     """The source (column, row) of every output pixel, int16 (H, W, 2): position + offset, clamped to the image."""
-    maps = gen.integers(0, degree, size=(height, width, 2), dtype=np.int16)
+    # position + offset fits int16 for all but huge degrees; the clamped result always does
+    work = np.int16 if max(height, width) + degree <= _MAX_SIDE else np.int32
+    maps = gen.integers(0, degree, size=(height, width, 2), dtype=work)
     maps -= degree // 2
-    maps[..., 0] += np.arange(width, dtype=np.int16)
-    maps[..., 1] += np.arange(height, dtype=np.int16)[:, None]
+    maps[..., 0] += np.arange(width, dtype=work)
+    maps[..., 1] += np.arange(height, dtype=work)[:, None]
     np.clip(maps[..., 0], 0, width - 1, out=maps[..., 0])
     np.clip(maps[..., 1], 0, height - 1, out=maps[..., 1])
-    return maps
+    return maps.astype(np.int16, copy=False)
 
 
 class Jitter(Operator):
