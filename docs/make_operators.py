@@ -58,6 +58,19 @@ NOTES = {
     "random.uniform": "Counter-based generator: same distribution as DALI, different values.",
     "random.normal": "Counter-based generator: same distribution as DALI, different values.",
     "random.choice": "Counter-based generator: same distribution as DALI, different values.",
+    "jitter": "DALI 2.4 runs it on the GPU only (no CPU oracle): checked against DALI's schema and the semantics of "
+              "its displacement filter (offsets, clamping, whole pixels moved); also accepts device='cpu'. "
+              "Per-sample PCG64 generator: same distribution as DALI, different values.",
+    "experimental.median_blur": "DALI 2.4 runs it on the GPU only (no CPU oracle): checked against DALI's schema "
+                                "and SciPy's median filter (replicated edges, as CV-CUDA); also accepts "
+                                "device='cpu'.",
+    "experimental.dilate": "DALI 2.4 runs it on the GPU only (no CPU oracle): checked against DALI's schema and a "
+                           "NumPy sliding-window maximum (CV-CUDA's borders); also accepts device='cpu'.",
+    "experimental.erode": "DALI 2.4 runs it on the GPU only (no CPU oracle): checked against DALI's schema and a "
+                          "NumPy sliding-window minimum (CV-CUDA's borders); also accepts device='cpu'.",
+    "experimental.remap": "DALI 2.4 runs it on the GPU only (no CPU oracle): checked against DALI's schema and NumPy "
+                          "nearest/bilinear interpolation with a zero border (linear within OpenCV's 1/32-pixel "
+                          "weights); also accepts device='cpu'.",
 }
 
 

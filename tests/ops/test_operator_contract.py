@@ -176,6 +176,13 @@ def _encoded_photos(images, data, dev):
 IMAGE_DECODER = Case(_encoded_photos, lambda data, dev: _on_device(dev, "mixed"))
 
 
+def _photos_and_shifted_maps(images, data, dev):
+    """The photos and remap's maps (mapx, mapy) moving each photo by 2.5 and 1.5 pixels."""
+    grids = [np.mgrid[0:p.shape[0], 0:p.shape[1]].astype(np.float32) for p in data.photos]
+    return (*_photos(images, data, dev),
+            *_fixed([g[1] + 2.5 for g in grids], [g[0] - 1.5 for g in grids])(images, data, dev))
+
+
 def _every_other_sample():
     return fn.external_source(source=lambda: [np.array(i % 2 == 0) for i in range(BATCH)])
 
@@ -339,6 +346,7 @@ CASES: dict[str, Case] = {
     "multi_paste": Case(_photos, lambda data, dev: {"in_ids": [2, 0], "output_size": [128, 128]}),
     "experimental.warp_perspective": Case(_photos, lambda data, dev: {"matrix": [1.0, 0.1, 2.0, -0.1, 1.0, 3.0,
                                                                                  0.0, 0.001, 1.0]}),
+    "experimental.remap": Case(_photos_and_shifted_maps),
     "bb_flip": Case(_fixed(BOXES)),
     "bbox_paste": Case(_fixed(BOXES), lambda data, dev: {"ratio": 2.0}),
     "box_encoder": Case(_fixed(BOXES, LABELS), lambda data, dev: {"anchors": ANCHORS}),
