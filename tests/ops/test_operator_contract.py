@@ -277,6 +277,9 @@ CASES: dict[str, Case] = {
     "_conditional.merge": Case(_split_and_predicate),
     "reshape": Case(_photos, lambda data, dev: {"layout": "ABC"}),
     "resize": Case(_photos, lambda data, dev: {"resize_x": 40, "resize_y": 30}),
+    "experimental.resize": Case(_photos, lambda data, dev: {"resize_x": 40, "resize_y": 30}),
+    "resize_crop_mirror": Case(_photos, lambda data, dev: {"resize_shorter": 40, "crop": [30, 35], "mirror": 1}),
+    "fast_resize_crop_mirror": Case(_photos, lambda data, dev: {"size": [40, 50], "crop": [30, 35], "mirror": 2}),
     "warp_affine": Case(_photos, lambda data, dev: {"matrix": [0.9, 0.1, 2.0, -0.1, 1.1, 3.0], "size": [30, 40]}),
     "external_source": _source(source=lambda data: (lambda: list(data.photos)), layout="HWC"),
     "random.choice": Case(lambda images, data, dev: (fn.external_source(

@@ -529,6 +529,14 @@ DALI_ARGUMENT_INPUTS = {
     "resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
                "roi_end", "interp_type", "min_filter", "mag_filter"},
     "random_resized_crop": {"interp_type", "min_filter", "mag_filter"},
+    "experimental.resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
+                            "roi_end", "interp_type", "min_filter", "mag_filter"},
+    "resize_crop_mirror": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
+                           "roi_end", "interp_type", "min_filter", "mag_filter", "crop", "crop_h", "crop_w", "crop_d",
+                           "crop_pos_x", "crop_pos_y", "crop_pos_z", "mirror"},
+    "fast_resize_crop_mirror": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer",
+                                "roi_start", "roi_end", "interp_type", "min_filter", "mag_filter", "crop", "crop_h",
+                                "crop_w", "crop_d", "crop_pos_x", "crop_pos_y", "crop_pos_z", "mirror"},
     "warp_affine": {"matrix", "size"},
     "rotate": {"angle", "size"},
     "readers.file": set(),
@@ -881,7 +889,21 @@ ARGUMENT_INPUT_CASES = [
     ("segmentation.random_mask_pixel", MASK, "", {"seed": 5, "foreground": 1}, "value", 5, 2, I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [30, 30], "roi_end": [40, 40]},
      "in_shape", [100, 100], [60, 50], I32),
-]
+]  # (resize_crop_mirror, its legacy alias and experimental.resize are added below)
+ARGUMENT_INPUT_CASES += [
+    (op, data, layout, fixed, arg, value, other, dtype)
+    for op in ("resize_crop_mirror", "fast_resize_crop_mirror")
+    for data, layout, fixed, arg, value, other, dtype in [
+        (IMG, "HWC", {"size": [5, 6]}, "crop", [3, 4], [2, 2], F32),
+        (IMG, "HWC", {"size": [5, 6], "crop_w": 3}, "crop_h", 3.0, 2.0, F32),
+        (IMG, "HWC", {"size": [5, 6], "crop_h": 3}, "crop_w", 3.0, 2.0, F32),
+        (VOL, "DHWC", {"size": [3, 5, 6], "crop_h": 3, "crop_w": 3}, "crop_d", 2.0, 3.0, F32),
+        (IMG, "HWC", {"size": [5, 6], "crop": [3, 3]}, "crop_pos_x", 0.0, 1.0, F32),
+        (IMG, "HWC", {"size": [5, 6], "crop": [3, 3]}, "crop_pos_y", 1.0, 0.0, F32),
+        (VOL, "DHWC", {"size": [4, 5, 6], "crop": [2, 3, 3]}, "crop_pos_z", 0.0, 1.0, F32),
+        (IMG, "HWC", {"size": [5, 6]}, "mirror", 1, 0, I32),
+    ] + [c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"]
+] + [("experimental.resize",) + c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"]
 
 
 

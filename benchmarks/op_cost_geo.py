@@ -1,0 +1,12 @@
+"""Per-operator cost cases of the geometry operators of issue 22 (run by ``benchmarks/op_cost.py``).
+
+``experimental.resize`` has no case: DALI runs it on the GPU only (here it is ``fn.resize``, whose
+cost is measured by ``benchmarks/run.py``).
+"""
+
+CASES = {
+    "resize_crop_mirror": lambda fn, images: fn.resize_crop_mirror(images, resize_shorter=256, crop=(224, 224),
+                                                                    mirror=1),
+    "fast_resize_crop_mirror": lambda fn, images: fn.fast_resize_crop_mirror(images, size=[240, 320],
+                                                                              crop=(224, 224), crop_pos_x=0.2),
+}
