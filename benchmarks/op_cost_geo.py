@@ -9,4 +9,5 @@ CASES = {
                                                                     mirror=1),
     "fast_resize_crop_mirror": lambda fn, images: fn.fast_resize_crop_mirror(images, size=[240, 320],
                                                                               crop=(224, 224), crop_pos_x=0.2),
+    "tensor_resize": lambda fn, images: fn.tensor_resize(images, scales=[0.6, 0.6], axes=[0, 1]),
 }

@@ -17,7 +17,7 @@ from tests.differential.twin import assert_same, photos, run, run_both  # noqa: 
 #: DALI warns that fast_resize_crop_mirror is deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-COVERED_OPERATORS = ("resize_crop_mirror", "fast_resize_crop_mirror", "experimental.resize")
+COVERED_OPERATORS = ("resize_crop_mirror", "fast_resize_crop_mirror", "experimental.resize", "tensor_resize")
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,45 @@ def test_experimental_resize_gives_dalis_resize(images, kwargs):
     ours = run("jaxdali", lambda fn, types, x: fn.experimental.resize(x, **kwargs), [(images, "HWC")])
     theirs = run("dali", lambda fn, types, x: fn.resize(x, **kwargs), [(images, "HWC")])
     assert_resized_close(ours, theirs)
+
+
+# -- tensor_resize -----------------------------------------------------------------------------------------
+
+_rng = np.random.default_rng(0)
+FLOATS = [_rng.random((12, 16, 3), dtype=np.float32) * 255, _rng.random((10, 13, 3), dtype=np.float32) * 255]
+
+TENSOR_RESIZE_CASES = {
+    "sizes_of_two_axes": dict(sizes=[6, 9], axes=[0, 1]),
+    "sizes_of_every_axis": dict(sizes=[6, 9, 3]),
+    "scales": dict(scales=[0.5, 1.5], axes=[0, 1]),
+    "scales_aligned_to_the_ends": dict(scales=[0.7, 1.3], axes=[0, 1], alignment=[0.0, 1.0]),
+    "scales_truncated": dict(scales=[0.7], axes=[1], size_rounding="truncate", alignment=0.2),
+    "scales_ceil": dict(scales=[0.7], axes=[1], size_rounding="ceil"),
+    "missing_size_takes_the_mean_scale": dict(sizes=[3, 0], axes=[0, 1]),
+    "not_larger_scales_the_channels_too": dict(sizes=[5, 7], axes=[0, 1], mode="not_larger"),
+    "fractional_sizes": dict(sizes=[5.5, 7.3], axes=[0, 1]),
+    "axis_names_and_roi": dict(sizes=[8, 10], axis_names="HW", roi_start=[2, 3], roi_end=[10, 12]),
+    "negative_axis_cubic": dict(sizes=[8], axes=[-2], interp_type=3),
+    "max_size": dict(sizes=[6, 9], axes=[0, 1], max_size=[5, 100]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TENSOR_RESIZE_CASES))
+def test_tensor_resize_matches_dali_on_float_tensors(case):
+    kwargs = TENSOR_RESIZE_CASES[case]
+    ours, theirs = run_both(lambda fn, types, x: fn.tensor_resize(x, **kwargs), [(FLOATS, "HWC")])
+    # float32 sums of the same weights in another order; the cubic weights are quantised in DALI
+    assert_same(ours, theirs, atol=0.05 if kwargs.get("interp_type") else 1e-3)
+
+
+@pytest.mark.parametrize("kwargs", [dict(sizes=[30, 40], axes=[0, 1]), dict(scales=[0.6, 0.45], axes=[0, 1])])
+def test_tensor_resize_matches_dali_on_photos(images, kwargs):
+    ours, theirs = run_both(lambda fn, types, x: fn.tensor_resize(x, **kwargs), [(images, "HWC")])
+    assert_resized_close(ours, theirs)
+
+
+@pytest.mark.parametrize("shapes,sizes", [([(20,), (13,)], [7]), ([(4, 5, 6)], [3, 7, 2])])
+def test_tensor_resize_matches_dali_without_a_layout(shapes, sizes):
+    batch = [_rng.random(s, dtype=np.float32) for s in shapes]
+    ours, theirs = run_both(lambda fn, types, x: fn.tensor_resize(x, sizes=sizes), [batch])
+    assert_same(ours, theirs, atol=1e-5)

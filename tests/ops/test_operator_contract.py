@@ -277,6 +277,7 @@ CASES: dict[str, Case] = {
     "_conditional.merge": Case(_split_and_predicate),
     "reshape": Case(_photos, lambda data, dev: {"layout": "ABC"}),
     "resize": Case(_photos, lambda data, dev: {"resize_x": 40, "resize_y": 30}),
+    "tensor_resize": Case(_photos, lambda data, dev: {"sizes": [30, 40], "axes": [0, 1]}),
     "experimental.resize": Case(_photos, lambda data, dev: {"resize_x": 40, "resize_y": 30}),
     "resize_crop_mirror": Case(_photos, lambda data, dev: {"resize_shorter": 40, "crop": [30, 35], "mirror": 1}),
     "fast_resize_crop_mirror": Case(_photos, lambda data, dev: {"size": [40, 50], "crop": [30, 35], "mirror": 2}),

@@ -93,3 +93,38 @@ def test_per_sample_crop_position_out_of_range_is_an_error():
     pos = [np.float32(0.5), np.float32(-0.5)]
     with pytest.raises(ValueError, match=r"fn.resize_crop_mirror: crop_pos_x=-0.5 for sample 1 is out of range"):
         run(lambda x, p: (fn.resize_crop_mirror(x, size=[8, 8], crop=(4, 4), crop_pos_x=p),), IMAGES, pos)
+
+
+# -- tensor_resize ---------------------------------------------------------------------------------------------
+
+
+def test_tensor_resize_of_the_image_axes_equals_resize():
+    def graph(x):
+        return (fn.tensor_resize(x, sizes=[17, 11], axis_names="HW"), fn.resize(x, size=[17, 11]),
+                fn.tensor_resize(x, scales=[0.5, 2.0], axes=[0, 1]), fn.resize(x, size=[12, 64]))
+
+    a, b, c, d = run(graph, IMAGES[:1])
+    np.testing.assert_array_equal(_samples(a)[0], _samples(b)[0])
+    np.testing.assert_array_equal(_samples(c)[0], _samples(d)[0])
+
+
+def test_tensor_resize_nearest_neighbour_doubling_repeats_elements():
+    x = [np.arange(12, dtype=np.float32).reshape(3, 4)]
+    (out,) = run(lambda s: (fn.tensor_resize(s, scales=[2.0, 2.0], interp_type=types.INTERP_NN),), x, layout="")
+    np.testing.assert_array_equal(_samples(out)[0], np.repeat(np.repeat(x[0], 2, 0), 2, 1))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({}, "fn.tensor_resize: exactly one of the arguments 'sizes' and 'scales'"),
+    ({"sizes": [4, 4, 3], "scales": [1, 1, 1]}, "fn.tensor_resize: exactly one of the arguments"),
+    ({"sizes": [4], "axes": [0], "axis_names": "H"}, "fn.tensor_resize: arguments 'axes' and 'axis_names'"),
+    ({"sizes": [4], "axes": [3]}, r"fn.tensor_resize: argument 'axes' holds 3, outside \[-3, 2\]"),
+    ({"sizes": [4], "axis_names": "D"}, "fn.tensor_resize: argument 'axis_names' = 'D' names axes"),
+    ({"sizes": [4, 5], "axes": [0]}, "fn.tensor_resize: argument 'sizes' expects either a single value or a list of 1"),
+    ({"scales": [-1.0], "axes": [0]}, "fn.tensor_resize: argument 'scales' must hold positive values"),
+    ({"sizes": [4], "axes": [0], "roi_start": [1]}, "fn.tensor_resize: arguments 'roi_start' and 'roi_end'"),
+    ({"sizes": [4], "axes": [0], "size_rounding": "floor"}, "fn.tensor_resize: argument 'size_rounding' must be"),
+])
+def test_tensor_resize_bad_arguments_name_the_operator_and_the_argument(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        run(lambda x: (fn.tensor_resize(x, **kwargs),), IMAGES)

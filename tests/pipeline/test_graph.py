@@ -534,6 +534,7 @@ DALI_ARGUMENT_INPUTS = {
     "resize_crop_mirror": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
                            "roi_end", "interp_type", "min_filter", "mag_filter", "crop", "crop_h", "crop_w", "crop_d",
                            "crop_pos_x", "crop_pos_y", "crop_pos_z", "mirror"},
+    "tensor_resize": {"sizes", "scales", "alignment", "roi_start", "roi_end", "interp_type", "min_filter", "mag_filter"},
     "fast_resize_crop_mirror": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer",
                                 "roi_start", "roi_end", "interp_type", "min_filter", "mag_filter", "crop", "crop_h",
                                 "crop_w", "crop_d", "crop_pos_x", "crop_pos_y", "crop_pos_z", "mirror"},
@@ -903,7 +904,18 @@ ARGUMENT_INPUT_CASES += [
         (VOL, "DHWC", {"size": [4, 5, 6], "crop": [2, 3, 3]}, "crop_pos_z", 0.0, 1.0, F32),
         (IMG, "HWC", {"size": [5, 6]}, "mirror", 1, 0, I32),
     ] + [c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"]
-] + [("experimental.resize",) + c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"]
+] + [("experimental.resize",) + c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"] + [
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1]}, "sizes", [3, 4], [5, 3], F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1]}, "scales", [0.5, 1.5], [1.0, 0.5], F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "scales": [0.7, 0.7]}, "alignment", [0.0, 1.0], [0.5, 0.5], F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 4], "roi_end": [5, 7]}, "roi_start", [1, 1], [0, 0],
+     F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 4], "roi_start": [1, 1]}, "roi_end", [5, 7], [6, 8],
+     F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 5]}, "interp_type", NN, LINEAR, I32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [3, 4]}, "min_filter", NN, LINEAR, I32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [9, 12]}, "mag_filter", NN, LINEAR, I32),
+]
 
 
 
