@@ -11,3 +11,17 @@ CASES = {
                                                                               crop=(224, 224), crop_pos_x=0.2),
     "tensor_resize": lambda fn, images: fn.tensor_resize(images, scales=[0.6, 0.6], axes=[0, 1]),
 }
+
+
+def _boxes(fn, count: int = 20):
+    """``count`` random normalised xyXY boxes per sample (the same in both libraries)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    lt = rng.uniform(0, 0.6, (32, count, 2))
+    boxes = np.concatenate([lt, lt + rng.uniform(0.05, 0.4, lt.shape)], axis=2).astype(np.float32)
+    return fn.external_source(source=lambda: list(boxes), batch=True)
+
+
+CASES["bbox_rotate"] = lambda fn, images: fn.bbox_rotate(_boxes(fn), angle=25.0, input_shape=[375, 500],
+                                                         keep_size=True)

@@ -17,7 +17,8 @@ from tests.differential.twin import assert_same, photos, run, run_both  # noqa: 
 #: DALI warns that fast_resize_crop_mirror is deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-COVERED_OPERATORS = ("resize_crop_mirror", "fast_resize_crop_mirror", "experimental.resize", "tensor_resize")
+COVERED_OPERATORS = ("resize_crop_mirror", "fast_resize_crop_mirror", "experimental.resize", "tensor_resize",
+                     "bbox_rotate")
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,48 @@ def test_tensor_resize_matches_dali_without_a_layout(shapes, sizes):
     batch = [_rng.random(s, dtype=np.float32) for s in shapes]
     ours, theirs = run_both(lambda fn, types, x: fn.tensor_resize(x, sizes=sizes), [batch])
     assert_same(ours, theirs, atol=1e-5)
+
+
+# -- bbox_rotate ---------------------------------------------------------------------------------------------
+
+BOXES = [np.array([[0.1, 0.2, 0.4, 0.5], [0.6, 0.1, 0.9, 0.3], [0.0, 0.0, 1.0, 1.0], [0.8, 0.8, 0.99, 0.95]], np.float32),
+         np.array([[0.3, 0.3, 0.35, 0.6]], np.float32), np.zeros((0, 4), np.float32)]
+LABELS = [np.array([1, 2, 3, 4], np.int32), np.array([7], np.int32), np.zeros(0, np.int32)]
+
+BBOX_ROTATE_CASES = {
+    **{f"expand_{a:g}": dict(angle=a) for a in (30.0, -75.0, 90.0, 180.0, 45.0, 12.5)},
+    **{f"{mode}_{a:g}": dict(angle=a, mode=mode) for mode in ("fixed", "halfway") for a in (30.0, -50.0, 120.0)},
+    "keep_size": dict(angle=30.0, keep_size=True),
+    "keep_size_halfway": dict(angle=-50.0, keep_size=True, mode="halfway"),
+    "size": dict(angle=30.0, size=[150, 150]),
+    "shape_layout": dict(angle=30.0, input_shape=[3, 100, 200], shape_layout="CHW"),
+    "xyWH": dict(angle=30.0, bbox_layout="xyWH"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BBOX_ROTATE_CASES))
+def test_bbox_rotate_matches_dali(case):
+    kwargs = {"input_shape": [100, 200], **BBOX_ROTATE_CASES[case]}
+    ours, theirs = run_both(lambda fn, types, b: fn.bbox_rotate(b, **kwargs), [BOXES])
+    assert_same(ours, theirs, atol=2e-6)  # float32 arithmetic in another order
+
+
+@pytest.mark.parametrize("threshold", [0.1, 0.5])
+@pytest.mark.parametrize("column", [False, True])
+def test_bbox_rotate_removes_boxes_and_labels_like_dali(threshold, column):
+    labels = [x[:, None] for x in LABELS] if column else LABELS
+    ours, theirs = run_both(lambda fn, types, b, l: fn.bbox_rotate(
+        b, l, angle=30.0, input_shape=[100, 200], keep_size=True, remove_threshold=threshold), [BOXES, labels])
+    assert_same(ours, theirs, atol=2e-6)
+    assert len(ours[0][0]) == (2 if threshold == 0.5 else 4)
+
+
+def test_bbox_rotate_in_pixels_with_per_sample_arguments_matches_dali():
+    angles = [np.float32(a) for a in (-50.0, 20.0, 100.0)]
+    shapes = [np.array(s, np.int64) for s in ((100, 200, 3), (64, 48, 3), (30, 90, 3))]
+
+    def body(fn, types, b, a, s):
+        return fn.bbox_rotate(b, angle=a, input_shape=s, shape_layout="HWC", bbox_normalized=False, mode="halfway")
+
+    ours, theirs = run_both(body, [[x * 40 for x in BOXES], angles, shapes])
+    assert_same(ours, theirs, atol=2e-5)  # pixel coordinates: float32 rounding of values up to ~200

@@ -345,6 +345,7 @@ CASES: dict[str, Case] = {
                                                                                  0.0, 0.001, 1.0]}),
     "bb_flip": Case(_fixed(BOXES)),
     "bbox_paste": Case(_fixed(BOXES), lambda data, dev: {"ratio": 2.0}),
+    "bbox_rotate": Case(_fixed(BOXES), lambda data, dev: {"angle": 30.0, "input_shape": [100, 200]}),
     "box_encoder": Case(_fixed(BOXES, LABELS), lambda data, dev: {"anchors": ANCHORS}),
     "coord_flip": Case(_fixed(POINTS)),
     "coord_transform": Case(_fixed(POINTS), lambda data, dev: {"M": [1.5, 2.0, 3.0, -4.0], "T": [0.5, 1.0]}),

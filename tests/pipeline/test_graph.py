@@ -605,6 +605,7 @@ DALI_ARGUMENT_INPUTS = {
     "coord_flip": {"flip_x", "flip_y", "flip_z", "center_x", "center_y", "center_z"},
     "bb_flip": {"horizontal", "vertical"},
     "bbox_paste": {"ratio", "paste_x", "paste_y"},
+    "bbox_rotate": {"angle", "input_shape", "size"},
     "box_encoder": set(),
     "random_bbox_crop": {"crop_shape", "input_shape"},
     "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
@@ -915,6 +916,9 @@ ARGUMENT_INPUT_CASES += [
     ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 5]}, "interp_type", NN, LINEAR, I32),
     ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [3, 4]}, "min_filter", NN, LINEAR, I32),
     ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [9, 12]}, "mag_filter", NN, LINEAR, I32),
+    ("bbox_rotate", BOXES, "", {"input_shape": [60, 80]}, "angle", 30.0, 10.0, F32),
+    ("bbox_rotate", BOXES, "", {"angle": 30.0}, "input_shape", [60, 80], [80, 60], I32),
+    ("bbox_rotate", BOXES, "", {"angle": 30.0, "input_shape": [60, 80]}, "size", [70, 90], [50, 50], F32),
 ]
 
 
