@@ -21,7 +21,7 @@ import numpy as np
 from jaxdali.ops.detection.rows import Rows
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
-from jaxdali.ops.warp import invert_affine, rotated_size, rotation_matrices
+from jaxdali.ops.warp import rotated_size, rotation_matrices
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["BBOX_ROTATE"]
@@ -79,26 +79,25 @@ class BboxRotate(Operator):
         angle = args.per_sample("angle", np.float32)
         in_hw = self._input_hw(args, n)
         canvas = self._canvas(args, n, in_hw, angle)
-        to_output = invert_affine(rotation_matrices(in_hw, canvas, angle))[rows.sample]  # (rows, 2, 3)
+        # fn.rotate's output-to-input matrices [[c, -s], [s, c]] | t: input points go back through the
+        # transposed rotation. A rectangle's rotated corners span centre +- |R| @ half-size.
+        m = rotation_matrices(in_hw, canvas, angle)
+        rot, shift = rows.per_row(m[:, :, :2]), rows.per_row(m[:, :, 2])
         b = rows.values.astype(np.float64)
         if self.args["bbox_layout"] == "xyWH":
             b[:, 2:] += b[:, :2]
-        in_wh = rows.per_row(in_hw[:, ::-1])
         if self.args["bbox_normalized"]:
-            b = b * np.tile(in_wh, 2)
-        corners = b[:, [[0, 1], [2, 1], [0, 3], [2, 3]]]  # (rows, 4, 2)
-        moved = np.einsum("rij,rkj->rki", to_output[:, :, :2], corners) + to_output[:, None, :, 2]
-        lo, hi = moved.min(axis=1), moved.max(axis=1)
+            b = b * np.tile(rows.per_row(in_hw[:, ::-1]), 2)
+        size = b[:, 2:] - b[:, :2]
+        centre = (rot * ((b[:, :2] + b[:, 2:]) / 2 - shift)[:, :, None]).sum(axis=1)
+        extent = (np.abs(rot) * size[:, :, None]).sum(axis=1)
         mode = self.args["mode"]
         if mode != "expand":
-            size = b[:, 2:] - b[:, :2]
             # Past 45 degrees the box is nearer to a quarter turn: its width and height trade places.
-            quarter = np.abs(to_output[:, 0, 1]) > np.abs(to_output[:, 0, 0])
+            quarter = np.abs(rot[:, 0, 1]) > np.abs(rot[:, 0, 0])
             size = np.where(quarter[:, None], size[:, ::-1], size)
-            if mode == "halfway":
-                size = (size + (hi - lo)) / 2
-            centre = moved.mean(axis=1)
-            lo, hi = centre - size / 2, centre + size / 2
+            extent = size if mode == "fixed" else (size + extent) / 2
+        lo, hi = centre - extent / 2, centre + extent / 2
         out_wh = rows.per_row(canvas[:, ::-1])
         clipped_lo, clipped_hi = np.clip(lo, 0, out_wh), np.clip(hi, 0, out_wh)
         area = np.prod(hi - lo, axis=1)
@@ -110,7 +109,8 @@ class BboxRotate(Operator):
             out = out / np.tile(out_wh, 2)
         if self.args["bbox_layout"] == "xyWH":
             out[:, 2:] -= out[:, :2]
-        result = [_split_kept(out.astype(np.float32), rows.sample, keep, n, (4,), boxes.layout())]
+        result = [rows.batch(out.astype(np.float32)) if keep.all() else
+                  _split_kept(out.astype(np.float32), rows.sample, keep, n, (4,), boxes.layout())]
         if len(inputs) > 1:
             result.append(_labels_kept(inputs[1], rows, keep, n))
         return result if len(result) > 1 else result[0]
