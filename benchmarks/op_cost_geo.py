@@ -25,3 +25,22 @@ def _boxes(fn, count: int = 20):
 
 CASES["bbox_rotate"] = lambda fn, images: fn.bbox_rotate(_boxes(fn), angle=25.0, input_shape=[375, 500],
                                                          keep_size=True)
+
+
+def _masks(fn):
+    """Label masks of the photos' size, each with 12 random rectangles of labels 1 to 3 on background 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    masks = []
+    for _ in range(4):
+        mask = np.zeros((375, 500), np.int32)
+        for _ in range(12):
+            y, x = rng.integers(0, 300), rng.integers(0, 420)
+            mask[y:y + rng.integers(10, 75), x:x + rng.integers(10, 80)] = rng.integers(1, 4)
+        masks.append(mask)
+    return fn.external_source(source=lambda: masks * 8, batch=True)
+
+
+CASES["segmentation.random_object_bbox"] = lambda fn, images: fn.segmentation.random_object_bbox(
+    _masks(fn), format="box", k_largest=3, output_class=True)

@@ -353,6 +353,7 @@ CASES: dict[str, Case] = {
     "random_crop_generator": Case(_fixed(IMAGE_SHAPES)),
     "roi_random_crop": Case(_no_inputs, lambda data, dev: {"crop_shape": [10, 10], "roi_start": [5, 5],
                                                            "roi_end": [30, 30], "in_shape": [40, 40]}),
+    "segmentation.random_object_bbox": Case(_fixed(MASKS, layouts=("HW",)), lambda data, dev: {"output_class": True}),
     "segmentation.random_mask_pixel": Case(_fixed(MASKS, layouts=("HW",)), lambda data, dev: {"foreground": 1}),
     "segmentation.select_masks": Case(_fixed(MASK_IDS, POLYGONS, VERTICES)),
     "transforms.combine": Case(_translations),

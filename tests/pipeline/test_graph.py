@@ -612,6 +612,7 @@ DALI_ARGUMENT_INPUTS = {
     "random_crop_generator": set(),
     "segmentation.select_masks": set(),
     "segmentation.random_mask_pixel": {"foreground", "threshold", "value"},
+    "segmentation.random_object_bbox": {"background", "classes", "class_weights", "foreground_prob", "threshold"},
 }
 
 
@@ -919,6 +920,15 @@ ARGUMENT_INPUT_CASES += [
     ("bbox_rotate", BOXES, "", {"input_shape": [60, 80]}, "angle", 30.0, 10.0, F32),
     ("bbox_rotate", BOXES, "", {"angle": 30.0}, "input_shape", [60, 80], [80, 60], I32),
     ("bbox_rotate", BOXES, "", {"angle": 30.0, "input_shape": [60, 80]}, "size", [70, 90], [50, 50], F32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "ignore_class": True, "k_largest": 1},
+     "background", 0, 2, I32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box"}, "classes", [2], [5], I32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2, 5]}, "class_weights",
+     [1.0, 0.0], [0.0, 1.0], F32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2]}, "foreground_prob",
+     1.0, 0.0, F32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2]}, "threshold",
+     [1, 1], [3, 3], I32),
 ]
 
 
