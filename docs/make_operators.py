@@ -58,6 +58,11 @@ NOTES = {
     "random.uniform": "Counter-based generator: same distribution as DALI, different values.",
     "random.normal": "Counter-based generator: same distribution as DALI, different values.",
     "random.choice": "Counter-based generator: same distribution as DALI, different values.",
+    "resize_crop_mirror": "`mirror` flips the spatial axes of sequences too (DALI 2.4 flips H for bit 1 and "
+                          "nothing for bits 2 and 4 on FHWC input).",
+    "fast_resize_crop_mirror": "As `resize_crop_mirror`.",
+    "experimental.resize": "DALI runs it on the GPU only; here both placements run `fn.resize`'s host code.",
+    "segmentation.random_object_bbox": "Counter-based generator: same distribution as DALI, different values.",
 }
 
 
