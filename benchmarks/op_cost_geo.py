@@ -44,3 +44,13 @@ def _masks(fn):
 
 CASES["segmentation.random_object_bbox"] = lambda fn, images: fn.segmentation.random_object_bbox(
     _masks(fn), format="box", k_largest=3, output_class=True)
+
+
+def _labels(fn, count: int = 20):
+    import numpy as np
+
+    return fn.external_source(source=lambda: [np.arange(1, count + 1, dtype=np.int32)] * 32, batch=True)
+
+
+CASES["ssd_random_crop"] = lambda fn, images: fn.ssd_random_crop(images, _boxes(fn, 3), _labels(fn, 3),
+                                                                 num_attempts=10)

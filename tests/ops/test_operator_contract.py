@@ -350,6 +350,7 @@ CASES: dict[str, Case] = {
     "coord_flip": Case(_fixed(POINTS)),
     "coord_transform": Case(_fixed(POINTS), lambda data, dev: {"M": [1.5, 2.0, 3.0, -4.0], "T": [0.5, 1.0]}),
     "random_bbox_crop": Case(_fixed(BOXES, LABELS)),
+    "ssd_random_crop": Case(lambda images, data, dev: (images,) + _fixed(BOXES, LABELS)(images, data, dev)),
     "random_crop_generator": Case(_fixed(IMAGE_SHAPES)),
     "roi_random_crop": Case(_no_inputs, lambda data, dev: {"crop_shape": [10, 10], "roi_start": [5, 5],
                                                            "roi_end": [30, 30], "in_shape": [40, 40]}),

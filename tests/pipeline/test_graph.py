@@ -610,6 +610,7 @@ DALI_ARGUMENT_INPUTS = {
     "random_bbox_crop": {"crop_shape", "input_shape"},
     "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
     "random_crop_generator": set(),
+    "ssd_random_crop": set(),
     "segmentation.select_masks": set(),
     "segmentation.random_mask_pixel": {"foreground", "threshold", "value"},
     "segmentation.random_object_bbox": {"background", "classes", "class_weights", "foreground_prob", "threshold"},
