@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdali.ops.convert import round_half_away
-from jaxdali.ops.crop_plan import CROP_ARGS, check_crop_args, crop_positions, requested_crop
-from jaxdali.ops.resize import RESIZE, Resize, _filters, _resample_batch
+from jaxdali.ops.crop_plan import CROP_ARGS, check_crop_args, crop_anchor, crop_positions, requested_crop
+from jaxdali.ops.resize import RESIZE, Resize, resample_filters, resample_batch
 from jaxdali.ops.schema import Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -56,7 +55,7 @@ class ResizeCropMirror(Resize):
         for k, letter in enumerate(axes_letters):
             slot = "DHW".index(letter)
             crop_size[:, k] = [out_size[i, k] if r[slot] is None else r[slot] for i, r in enumerate(requested)]
-            anchor[:, k] = _anchors(pos_zyx[:, slot], out_size[:, k], crop_size[:, k], args["rounding"])
+            anchor[:, k] = crop_anchor(pos_zyx[:, slot], out_size[:, k], crop_size[:, k], args["rounding"])
         step = (hi - lo) / np.maximum(out_size, 1)
         new_lo, new_hi = lo + anchor * step, lo + (anchor + crop_size) * step
         mirror = args.per_sample("mirror", np.int64)
@@ -64,14 +63,9 @@ class ResizeCropMirror(Resize):
             flip = (mirror & _MIRROR_BITS[letter]) != 0
             new_lo[:, k], new_hi[:, k] = np.where(flip, new_hi[:, k], new_lo[:, k]), \
                 np.where(flip, new_lo[:, k], new_hi[:, k])
-        min_f, mag_f = _filters(self.op, args, n)
-        return _resample_batch(ctx, self.op, images, layout, crop_size, new_lo, new_hi, min_f, mag_f,
-                               bool(self.args["antialias"]), dtype)
-
-def _anchors(pos: np.ndarray, extent: np.ndarray, size: np.ndarray, rounding: str) -> np.ndarray:
-    """Per-sample window starts on one axis: ``crop_anchor``'s float32 arithmetic with per-sample extents."""
-    x = pos.astype(np.float32) * (extent - size).astype(np.float32)
-    return (round_half_away(x) if rounding == "round" else np.trunc(x)).astype(np.int64)
+        min_f, mag_f = resample_filters(self.op, args, n)
+        return resample_batch(ctx, self.op, images, layout, crop_size, new_lo, new_hi, min_f, mag_f,
+                              bool(self.args["antialias"]), dtype)
 
 
 _CROP_ARG_NAMES = ("crop", "crop_h", "crop_w", "crop_d", "crop_pos_x", "crop_pos_y", "crop_pos_z", "rounding")

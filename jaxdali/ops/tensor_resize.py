@@ -16,7 +16,7 @@ from jaxdali.ops.convert import round_half_away
 from jaxdali.ops.layouts import SpatialLayout, check_resampled_dtype_arg, resampled_dtype
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.resample_plan import MODES, resize_geometry
-from jaxdali.ops.resize import _INTERP_ARGS, _filters, _resample_batch, _vector_arg
+from jaxdali.ops.resize import INTERP_ARGS, resample_filters, resample_batch, per_axis_arg
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -79,15 +79,15 @@ class TensorResize(Operator):
         listed = extent[:, axes]
         lo, hi = np.zeros((n, ndim)), extent.copy()
         if args.given("roi_start"):
-            start, end = _vector_arg(op, args, "roi_start", n, d), _vector_arg(op, args, "roi_end", n, d)
+            start, end = per_axis_arg(op, args, "roi_start", n, d), per_axis_arg(op, args, "roi_end", n, d)
             if self.args["roi_relative"]:
                 start, end = start * listed, end * listed
             lo[:, axes], hi[:, axes] = start, end
         requested = extent.copy()
         if self.method == "sizes":
-            requested[:, axes] = _vector_arg(op, args, "sizes", n, d)
+            requested[:, axes] = per_axis_arg(op, args, "sizes", n, d)
         else:
-            scales = _vector_arg(op, args, "scales", n, d)
+            scales = per_axis_arg(op, args, "scales", n, d)
             if (scales <= 0).any():
                 raise ValueError(f"fn.{op}: argument 'scales' must hold positive values, got {scales.min()}")
             requested[:, axes] = np.maximum(_ROUNDING[self.args["size_rounding"]](scales * np.abs(
@@ -95,20 +95,20 @@ class TensorResize(Operator):
         max_size = None
         if self.args.get("max_size") is not None:
             max_size = np.zeros(ndim)
-            max_size[axes] = _vector_arg(op, args, "max_size", 1, d)[0]
+            max_size[axes] = per_axis_arg(op, args, "max_size", 1, d)[0]
         out_size, lo, hi = resize_geometry(extent, requested, self.args.get("mode") or "default", max_size, lo, hi,
                                            bool(self.args["subpixel_scale"]))
         if self.method == "scales":
-            lo, hi = _align(lo, hi, out_size, axes, scales, _vector_arg(op, args, "alignment", n, d))
+            lo, hi = _align(lo, hi, out_size, axes, scales, per_axis_arg(op, args, "alignment", n, d))
         # Only the axes that change are resampled, so that HWC images keep the 2-D fast path.
         changed = ((out_size != extent) | (lo != 0) | (hi != extent)).any(axis=0)
         spatial = [a for a in range(ndim) if changed[a]]
         if not spatial:
             return images if dtype == images.np_dtype else TensorListCPU(
                 [s.astype(dtype) for s in images.samples()], images.layout())
-        min_f, mag_f = _filters(op, args, n)
-        return _resample_batch(ctx, op, images, SpatialLayout(images.layout(), tuple(spatial)), out_size[:, spatial],
-                               lo[:, spatial], hi[:, spatial], min_f, mag_f, bool(self.args["antialias"]), dtype)
+        min_f, mag_f = resample_filters(op, args, n)
+        return resample_batch(ctx, op, images, SpatialLayout(images.layout(), tuple(spatial)), out_size[:, spatial],
+                              lo[:, spatial], hi[:, spatial], min_f, mag_f, bool(self.args["antialias"]), dtype)
 
 
 def _align(lo: np.ndarray, hi: np.ndarray, out_size: np.ndarray, axes: list[int], scales: np.ndarray,
@@ -151,5 +151,5 @@ int16, uint16, float32. ``device="gpu"`` runs the host implementation.""",
         Arg("roi_relative", "bool", False, "roi_start/roi_end are fractions of the input extents."),
         Arg("subpixel_scale", "bool", True,
             "A fractional size moves the source region's edges so the scale factor is exactly the requested one."),
-    ) + _INTERP_ARGS,
+    ) + INTERP_ARGS,
 ))
