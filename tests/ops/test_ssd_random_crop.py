@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def
-from jaxdali.ops.detection.ssd_random_crop import choose_window
+from jaxdali.ops.detection.ssd_random_crop import choose_windows
 
 rng = np.random.default_rng(2)
 IMAGES = [rng.integers(0, 256, (40, 60, 3), dtype=np.uint8) for _ in range(8)]
@@ -79,16 +79,22 @@ def test_column_labels_keep_their_shape():
 
 
 def test_the_no_crop_option_and_the_iou_thresholds():
-    boxes = np.array([[0.0, 0.0, 1.0, 1.0]], np.float32)  # a full-image box: IoU = the window's area
-    u = np.zeros((64, 5))
-    u[:, 0] = 6.5 / 7  # every round: no crop
-    assert choose_window(boxes, u, 1) is None
-    u[:, 0] = 5.5 / 7  # min IoU 0.9: only windows of area >= 0.9 qualify
-    u[:, 1:3] = 0.99  # w = h = 0.993
-    window = choose_window(boxes, u, 1)
-    assert window is not None and window[2] * window[3] >= 0.9
-    u[:, 1:3] = 0.5  # w = h = 0.65: area 0.42 < 0.9 in every round, so no round ends: no crop
-    assert choose_window(boxes, u, 1) is None
+    # a full-image box (IoU = the window's area) and a padding row that must not count
+    boxes = np.array([[[0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]]], np.float32)
+    present = np.array([[True, False]])
+    u = np.zeros((1, 64, 5))
+    u[..., 0] = 6.5 / 7  # every round: no crop
+    assert np.isnan(choose_windows(boxes, present, u, 1)).all()
+    u[..., 0] = 5.5 / 7  # min IoU 0.9: only windows of area >= 0.9 qualify
+    u[..., 1:3] = 0.99  # w = h = 0.993
+    window = choose_windows(boxes, present, u, 1)[0]
+    assert window[2] * window[3] >= 0.9
+    u[..., 1:3] = 0.5  # w = h = 0.65: area 0.42 < 0.9 in every round, so no round ends: no crop
+    assert np.isnan(choose_windows(boxes, present, u, 1)).all()
+    u[..., 0] = 0.5 / 7  # min IoU -1: any window whose centre test passes
+    u[:, 3:, 0] = 6.5 / 7  # (the later rounds would not crop)
+    window = choose_windows(boxes, present, u, 1)[0]
+    np.testing.assert_allclose(window[2:], [0.65, 0.65], atol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs,message", [({"num_attempts": 0}, "argument 'num_attempts' must be >= 1")])

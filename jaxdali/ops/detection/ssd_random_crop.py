@@ -9,7 +9,7 @@ A try succeeds when every box has at least the minimum IoU with the window and a
 centre lies inside it. The boxes whose centres lie inside are kept (with their labels), expressed
 relative to the window and clamped to [0, 1]; the image is cut at the window's corners rounded to
 pixels. DALI loops until a round succeeds; here the draws of 64 rounds are made at once (vectorised
-over rounds, tries and boxes) and, in the rare case that none of them ends (each round ends with
+over the batch, rounds, tries and boxes) and, in the rare case that none of them ends (each round ends with
 probability at least 1/7), the sample is not cropped. Random values come from the per-sample
 counter-based generator (seeds and checkpoints as for every random operator; not DALI's stream).
 """
@@ -21,7 +21,6 @@ import numpy as np
 from jaxdali.ops import rng
 from jaxdali.ops.convert import round_half_away
 from jaxdali.ops.detection.rows import Rows
-from jaxdali.ops.layouts import sample_name
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -32,40 +31,58 @@ _OP = "ssd_random_crop"
 #: Minimum IoU of each option; NaN is the no-crop option.
 _MIN_IOU = np.array([-1.0, 0.1, 0.3, 0.5, 0.7, 0.9, np.nan], np.float32)
 _ROUNDS = 64
+#: Rounds evaluated before the others (the chance that none of them ends the draw is below (6/7)^8 = 0.29).
+_FIRST_ROUNDS = 8
 _F32 = np.float32
 
 
-def choose_window(boxes: np.ndarray, u: np.ndarray, attempts: int) -> np.ndarray | None:
-    """The window (left, top, width, height) chosen for ``boxes`` (N, 4) ltrb from the draws ``u``
-    (rounds, 1 + 4 * attempts), or None for no crop."""
-    option = np.minimum((u[:, 0] * len(_MIN_IOU)).astype(np.int64), len(_MIN_IOU) - 1)
-    w = (_F32(0.3) + _F32(0.7) * u[:, 1:1 + attempts]).astype(_F32)
-    h = (_F32(0.3) + _F32(0.7) * u[:, 1 + attempts:1 + 2 * attempts]).astype(_F32)
-    left = (u[:, 1 + 2 * attempts:1 + 3 * attempts] * (1 - w)).astype(_F32)
-    top = (u[:, 1 + 3 * attempts:] * (1 - h)).astype(_F32)
+def choose_windows(boxes: np.ndarray, present: np.ndarray, u: np.ndarray, attempts: int) -> np.ndarray:
+    """The windows (left, top, width, height) chosen for a batch, NaN where a sample is not cropped.
+
+    ``boxes``: (n, N, 4) ltrb, padded; ``present``: (n, N) which of them are real; ``u``: (n, rounds,
+    1 + 4 * attempts) draws. The first rounds usually end the draw (each ends with probability at
+    least 1/7), so they are evaluated first, and the others only for the samples they did not settle.
+    """
+    windows = np.full((len(boxes), 4), np.nan)
+    pending = np.arange(len(boxes))
+    for rounds in (slice(0, _FIRST_ROUNDS), slice(_FIRST_ROUNDS, None)):
+        ended, found = _round_windows(boxes[pending], present[pending], u[pending, rounds], attempts)
+        windows[pending[ended]] = found[ended]
+        pending = pending[~ended]
+    return windows
+
+
+def _round_windows(boxes: np.ndarray, present: np.ndarray, u: np.ndarray, attempts: int):
+    """(whether one of these rounds ends each sample's draw, (n, 4) the window it gives, NaN for no crop)."""
+    no_crop = len(_MIN_IOU) - 1
+    option = np.minimum((u[..., 0] * len(_MIN_IOU)).astype(np.int64), no_crop)  # (n, rounds)
+    w = (_F32(0.3) + _F32(0.7) * u[..., 1:1 + attempts]).astype(_F32)  # (n, rounds, attempts)
+    h = (_F32(0.3) + _F32(0.7) * u[..., 1 + attempts:1 + 2 * attempts]).astype(_F32)
+    left = (u[..., 1 + 2 * attempts:1 + 3 * attempts] * (1 - w)).astype(_F32)
+    top = (u[..., 1 + 3 * attempts:] * (1 - h)).astype(_F32)
     ratio = w / h
-    valid = (ratio >= 0.5) & (ratio <= 2)  # (rounds, attempts)
-    b = boxes[None, None]  # (1, 1, N, 4)
-    lo_x, lo_y = np.maximum(b[..., 0], left[..., None]), np.maximum(b[..., 1], top[..., None])
-    hi_x, hi_y = np.minimum(b[..., 2], (left + w)[..., None]), np.minimum(b[..., 3], (top + h)[..., None])
-    inter = np.maximum(hi_x - lo_x, 0) * np.maximum(hi_y - lo_y, 0)
+    valid = (ratio >= 0.5) & (ratio <= 2)
+    b = boxes[:, None, None]  # (n, 1, 1, N, 4)
+    lx, ty, rx, by = left[..., None], top[..., None], (left + w)[..., None], (top + h)[..., None]
+    inter = np.maximum(np.minimum(b[..., 2], rx) - np.maximum(b[..., 0], lx), 0) * \
+        np.maximum(np.minimum(b[..., 3], by) - np.maximum(b[..., 1], ty), 0)
     area = (b[..., 3] - b[..., 1]) * (b[..., 2] - b[..., 0])
     with np.errstate(divide="ignore", invalid="ignore"):
         iou = inter / (area + (w * h)[..., None] - inter)
-    valid &= (iou >= _MIN_IOU[option][:, None, None]).all(axis=-1)
-    xc = 0.5 * (boxes[:, 0].astype(np.float64) + boxes[:, 2])
-    yc = 0.5 * (boxes[:, 1].astype(np.float64) + boxes[:, 3])
-    inside = (xc >= left[..., None]) & (xc <= (left.astype(np.float64) + w)[..., None]) & \
-        (yc >= top[..., None]) & (yc <= (top.astype(np.float64) + h)[..., None])
-    valid &= inside.any(axis=-1)
-    ends = (option == len(_MIN_IOU) - 1) | valid.any(axis=1)
-    if not ends.any():
-        return None
-    r = int(np.argmax(ends))
-    if option[r] == len(_MIN_IOU) - 1:
-        return None
-    a = int(np.argmax(valid[r]))
-    return np.array([left[r, a], top[r, a], w[r, a], h[r, a]], np.float64)
+    real = present[:, None, None]
+    valid &= ((iou >= _MIN_IOU[option][..., None, None]) | ~real).all(axis=-1)
+    xc = (0.5 * (boxes[..., 0].astype(np.float64) + boxes[..., 2]))[:, None, None]
+    yc = (0.5 * (boxes[..., 1].astype(np.float64) + boxes[..., 3]))[:, None, None]
+    inside = (xc >= lx) & (xc <= lx.astype(np.float64) + w[..., None]) & \
+        (yc >= ty) & (yc <= ty.astype(np.float64) + h[..., None])
+    valid &= (inside & real).any(axis=-1)
+    ends = (option == no_crop) | valid.any(axis=-1)  # (n, rounds)
+    r = np.argmax(ends, axis=1)
+    a = np.argmax(valid[np.arange(len(r)), r], axis=1)
+    index = (np.arange(len(r)), r, a)
+    window = np.stack([left[index], top[index], w[index], h[index]], axis=1).astype(np.float64)
+    window[option[np.arange(len(r)), r] == no_crop] = np.nan
+    return ends.any(axis=1), window
 
 
 class SSDRandomCrop(Operator):
@@ -89,6 +106,10 @@ class SSDRandomCrop(Operator):
         attempts = int(self.args["num_attempts"])
         u = rng.uniform(ctx.sample_keys(self.seed), _ROUNDS * (1 + 4 * attempts)).reshape(n, _ROUNDS, -1)
         per_sample = np.split(rows.values, np.cumsum(counts)[:-1])
+        padded = np.zeros((n, max(counts.max(initial=0), 1), 4), np.float32)
+        present = np.arange(padded.shape[1])[None, :] < counts[:, None]
+        padded[present] = rows.values
+        windows = choose_windows(padded, present, u, attempts)
         samples = images.samples()
         out_images: list = [None] * n
         out_boxes: list = [None] * n
@@ -96,16 +117,10 @@ class SSDRandomCrop(Operator):
 
         def work(start: int, stop: int) -> None:
             for i in range(start, stop):
-                try:
-                    window = choose_window(per_sample[i], u[i], attempts)
-                except Exception as e:
-                    e.add_note(f"fn.{_OP}: {sample_name(images.source_info, i)}")
-                    raise
-                if window is None:
-                    out_images[i], out_boxes[i], out_labels[i] = samples[i].copy(), per_sample[i].copy(), \
-                        np.array(label_samples[i])
+                if np.isnan(windows[i, 0]):  # the inputs as they are (outputs are never written to)
+                    out_images[i], out_boxes[i], out_labels[i] = samples[i], per_sample[i], label_samples[i]
                     continue
-                left, top, w, h = window
+                left, top, w, h = windows[i]
                 b = per_sample[i].astype(np.float64)
                 keep = (0.5 * (b[:, 0] + b[:, 2]) >= left) & (0.5 * (b[:, 0] + b[:, 2]) <= left + w) & \
                     (0.5 * (b[:, 1] + b[:, 3]) >= top) & (0.5 * (b[:, 1] + b[:, 3]) <= top + h)
