@@ -96,6 +96,15 @@ def test_resize_crop_mirror_on_sequences_matches_dali(images):
     assert_resized_close(ours, theirs)
 
 
+@pytest.mark.parametrize("kwargs", [dict(size=[6, 30, 40], crop=(4, 20, 25), mirror=4),
+                                    dict(size=[6, 30, 40], crop=(4, 20, 25), mirror=1),
+                                    dict(resize_x=30, crop=(5, 10, 12), crop_pos_z=0.2)])
+def test_resize_crop_mirror_on_volumes_matches_dali(images, kwargs):
+    volume = [np.stack([images[0], images[2], images[3]] * 2 + [images[0], images[2]])]  # 8 x 48 x 64
+    ours, theirs = run_both(lambda fn, types, x: fn.resize_crop_mirror(x, **kwargs), [(volume, "DHWC")])
+    assert_resized_close(ours, theirs)
+
+
 @pytest.mark.parametrize("kwargs", [dict(size=[30, 40]), dict(resize_shorter=20, save_attrs=True),
                                     dict(resize_x=50, interp_type=3, antialias=False)])
 def test_experimental_resize_gives_dalis_resize(images, kwargs):
