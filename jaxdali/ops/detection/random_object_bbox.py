@@ -80,6 +80,12 @@ def labels_of(mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.bincount(flat.astype(np.int64) - lo, minlength=hi - lo + 1)) + lo
 
 
+def _one_of(starts: np.ndarray, ends: np.ndarray, u: float) -> tuple[np.ndarray, np.ndarray]:
+    """The box that a uniform value ``u`` in [0, 1) picks among several."""
+    j = min(int(u * len(starts)), len(starts) - 1)
+    return starts[j], ends[j]
+
+
 class RandomObjectBbox(Operator):
     """``fn.segmentation.random_object_bbox``: the host implementation."""
 
@@ -133,14 +139,10 @@ class RandomObjectBbox(Operator):
                              f"dimension), got {t.size}")
         return np.broadcast_to(t, (ndim,))
 
-    def _qualifying(self, mask: np.ndarray, label: int, threshold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The boxes of ``label``'s blobs at least ``threshold`` large, the ``k_largest`` of them when set."""
-        starts, ends = blob_boxes(mask == label)
+    def _qualifying(self, starts: np.ndarray, ends: np.ndarray, threshold: np.ndarray):
+        """The blob boxes at least ``threshold`` large, the ``k_largest`` of them when set."""
         ok = ((ends - starts) >= threshold).all(axis=1)
         starts, ends = starts[ok], ends[ok]
-        return self._largest(starts, ends)
-
-    def _largest(self, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = self.args.get("k_largest")
         if k is None or len(starts) <= k:
             return starts, ends
@@ -157,24 +159,20 @@ class RandomObjectBbox(Operator):
         if self.args["ignore_class"]:
             labels = labels_of(mask)
             found = [blob_boxes(mask == c) for c in labels[labels != background]]
-            if not found:
-                return whole
-            starts, ends = np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
-            ok = ((ends - starts) >= threshold).all(axis=1)
-            starts, ends = self._largest(starts[ok], ends[ok])
-            if not len(starts):
-                return whole
-            j = min(int(u_blob * len(starts)), len(starts) - 1)
-            return starts[j], ends[j], background
+            if found:
+                starts, ends = self._qualifying(np.concatenate([f[0] for f in found]),
+                                                np.concatenate([f[1] for f in found]), threshold)
+                if len(starts):
+                    return _one_of(starts, ends, u_blob) + (background,)
+            return whole
         classes, weights = self._classes(args, i, mask, background)
         live = weights > 0
         classes, weights = classes[live], weights[live]
         u = rng.uniform(key, len(classes), _CLASSES)[0]
         for c in classes[np.argsort(-np.log1p(-u) / weights, kind="stable")]:
-            starts, ends = self._qualifying(mask, int(c), threshold)
+            starts, ends = self._qualifying(*blob_boxes(mask == c), threshold)
             if len(starts):
-                j = min(int(u_blob * len(starts)), len(starts) - 1)
-                return starts[j], ends[j], int(c)
+                return _one_of(starts, ends, u_blob) + (int(c),)
         return whole
 
     def run(self, ctx, inputs, args):
