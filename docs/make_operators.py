@@ -71,6 +71,13 @@ NOTES = {
     "experimental.remap": "DALI 2.4 runs it on the GPU only (no CPU oracle): checked against DALI's schema and NumPy "
                           "nearest/bilinear interpolation with a zero border (linear within OpenCV's 1/32-pixel "
                           "weights); also accepts device='cpu'.",
+    "resize_crop_mirror": "`mirror` flips the spatial axes of sequences too (DALI 2.4 flips H for bit 1 and "
+                          "nothing for bits 2 and 4 on FHWC input).",
+    "fast_resize_crop_mirror": "As `resize_crop_mirror`.",
+    "experimental.resize": "DALI runs it on the GPU only; here both placements run `fn.resize`'s host code.",
+    "segmentation.random_object_bbox": "Counter-based generator: same distribution as DALI, different values.",
+    "ssd_random_crop": "Counter-based generator: same distribution as DALI, different values. [N, 1] labels keep "
+                       "their shape (DALI 2.4 returns [K] after a crop and fails on such batches).",
 }
 
 

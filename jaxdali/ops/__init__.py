@@ -6,6 +6,7 @@ from jaxdali.ops.readers import numpy_reader, tfrecord, video, webdataset  # noq
 from jaxdali.ops import decoders, video_decoder  # noqa: F401
 from jaxdali.ops import color, geometry  # noqa: F401
 from jaxdali.ops import jax_function, resize, warp  # noqa: F401
+from jaxdali.ops import resize_crop_mirror, tensor_resize  # noqa: F401
 from jaxdali.ops import image  # noqa: F401
 from jaxdali.ops import generic  # noqa: F401
 from jaxdali.ops import detection  # noqa: F401

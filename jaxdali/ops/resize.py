@@ -24,11 +24,11 @@ from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, registe
 from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIInterpType
 
-__all__ = ["RESIZE", "RANDOM_RESIZED_CROP"]
+__all__ = ["RESIZE", "RANDOM_RESIZED_CROP", "INTERP_ARGS", "per_axis_arg", "resample_filters", "resample_batch"]
 
 # -- arguments ---------------------------------------------------------------------------------------------
 
-def _vector_arg(op: str, args, name: str, n: int, d: int) -> np.ndarray:
+def per_axis_arg(op: str, args, name: str, n: int, d: int) -> np.ndarray:
     """An argument with one value per spatial axis, given as a scalar or a list of ``d``: (n, d)."""
     if args.is_per_sample(name):
         rows = np.empty((n, d))
@@ -46,7 +46,7 @@ def _vector_arg(op: str, args, name: str, n: int, d: int) -> np.ndarray:
     return np.broadcast_to(v, (n, d))
 
 
-def _filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
+def resample_filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-sample (min_filter, mag_filter): explicit min/mag filters win over interp_type."""
     base = args.per_sample("interp_type", np.int64) if args.given("interp_type") \
         else np.full(n, int(DALIInterpType.INTERP_LINEAR))
@@ -61,9 +61,9 @@ def _filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
-def _resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, out_size: np.ndarray,
-                    lo: np.ndarray, hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray, antialias: bool,
-                    dtype: np.dtype, windows: Sequence | None = None) -> TensorListCPU:
+def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, out_size: np.ndarray,
+                   lo: np.ndarray, hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray, antialias: bool,
+                   dtype: np.dtype, windows: Sequence | None = None) -> TensorListCPU:
     """Resamples every sample on the worker pool, into one dense array where the shapes agree.
 
     ``windows``: per sample ``(anchor, shape)`` over all axes of the output sample: only that part of
@@ -106,22 +106,23 @@ class Resize(Operator):
 
     def __init__(self, node, build):
         super().__init__(node, build)
+        self.op = node.schema.name
         given = {name for name in node.schema.arg_map if name in node.arg_inputs or node.args.get(name) is not None}
         used = [group for group in _SIZE_METHODS if given & set(group)]
         if len(used) != 1:
             got = ", ".join(sorted(given & {a for g in _SIZE_METHODS for a in g})) or "none"
             raise OpArgumentError(
-                "fn.resize: exactly one way of specifying the size must be used: resize_x/resize_y/resize_z, "
+                f"fn.{self.op}: exactly one way of specifying the size must be used: resize_x/resize_y/resize_z, "
                 f"size, resize_shorter or resize_longer; got {got}")
         self.method = used[0][0]
         exclusive = sorted(given & {"resize_shorter", "resize_longer", "mode"})
         if len(exclusive) > 1:
             raise OpArgumentError(
-                f"fn.resize: arguments 'resize_shorter', 'resize_longer' and 'mode' are mutually exclusive; "
+                f"fn.{self.op}: arguments 'resize_shorter', 'resize_longer' and 'mode' are mutually exclusive; "
                 f"got {exclusive}")
         if ("roi_start" in given) != ("roi_end" in given):
-            raise OpArgumentError("fn.resize: arguments 'roi_start' and 'roi_end' must be given together")
-        check_resampled_dtype_arg("resize", self.args.get("dtype"))
+            raise OpArgumentError(f"fn.{self.op}: arguments 'roi_start' and 'roi_end' must be given together")
+        check_resampled_dtype_arg(self.op, self.args.get("dtype"))
         if self.method == "resize_shorter":
             self.mode = "not_smaller"
         elif self.method == "resize_longer":
@@ -139,26 +140,26 @@ class Resize(Operator):
                 cols.append(args.per_sample(name, np.float64) if args.given(name) else np.zeros(n))
             return np.stack(cols, axis=1) if n else np.zeros((0, d))
         if self.method == "size":
-            return _vector_arg("resize", args, "size", n, d)
+            return per_axis_arg(self.op, args, "size", n, d)
         return np.repeat(args.per_sample(self.method, np.float64)[:, None], d, axis=1)
 
     def _geometry(self, inputs, args):
         """(images, layout, out_size, lo, hi, dtype, in_size) of this batch (DALI's size arithmetic)."""
         images = inputs[0]
         n = len(images)
-        layout = SpatialLayout.parse("resize", images.layout(), images.ndim())
+        layout = SpatialLayout.parse(self.op, images.layout(), images.ndim())
         d = len(layout.axes)
-        dtype = resampled_dtype("resize", images.np_dtype, self.args.get("dtype"))
+        dtype = resampled_dtype(self.op, images.np_dtype, self.args.get("dtype"))
         shapes = np.array(images.shape(), np.int64).reshape(n, -1)
         in_size = shapes[:, list(layout.axes)]
         requested = self._requested(args, n, layout)
         max_size = None
         if self.args.get("max_size") is not None:
-            max_size = _vector_arg("resize", args, "max_size", 1, d)[0]  # a constant
+            max_size = per_axis_arg(self.op, args, "max_size", 1, d)[0]  # a constant
         roi_start = roi_end = None
         if args.given("roi_start"):
-            roi_start = _vector_arg("resize", args, "roi_start", n, d)
-            roi_end = _vector_arg("resize", args, "roi_end", n, d)
+            roi_start = per_axis_arg(self.op, args, "roi_start", n, d)
+            roi_end = per_axis_arg(self.op, args, "roi_end", n, d)
             if self.args.get("roi_relative"):
                 roi_start, roi_end = roi_start * in_size, roi_end * in_size
         out_size, lo, hi = resize_geometry(in_size, requested, self.mode, max_size, roi_start, roi_end,
@@ -186,15 +187,15 @@ class Resize(Operator):
         if n == 0:
             return [images, TensorListCPU([])] if self.args.get("save_attrs") else images
         images, layout, out_size, lo, hi, dtype, in_size = self._geometry(inputs, args)
-        min_f, mag_f = _filters("resize", args, n)
-        result = _resample_batch(ctx, "resize", images, layout, out_size, lo, hi, min_f, mag_f,
-                                 bool(self.args["antialias"]), dtype, windows)
+        min_f, mag_f = resample_filters(self.op, args, n)
+        result = resample_batch(ctx, self.op, images, layout, out_size, lo, hi, min_f, mag_f,
+                                bool(self.args["antialias"]), dtype, windows)
         if self.args.get("save_attrs"):
             return [result, TensorListCPU(in_size.astype(np.int32))]
         return result
 
 
-_INTERP_ARGS = (
+INTERP_ARGS = (
     Arg("interp_type", "interp_type", None,
         "Filter for both directions (default INTERP_LINEAR): NN, LINEAR, CUBIC, LANCZOS3, GAUSSIAN, or the "
         "deprecated TRIANGULAR (the same as LINEAR).", tensor=True),
@@ -243,7 +244,7 @@ result moves to the pipeline's device.
             "A fractional size moves the source region's edges so the scale factor is exactly the requested one."),
         Arg("save_attrs", "bool", False, "Adds a second output: each sample's input spatial shape (int32)."),
         Arg("image_type", "image_type", None, "Deprecated in DALI; no effect.", hint=True),
-    ) + _INTERP_ARGS,
+    ) + INTERP_ARGS,
 ))
 
 
@@ -293,9 +294,9 @@ class RandomResizedCrop(Operator):
         lo = np.stack([y, x], axis=1).astype(np.float64)
         hi = lo + np.stack([h, w], axis=1)
         out_size = np.broadcast_to(self.size, (n, 2))
-        min_f, mag_f = _filters(op, args, n)
-        return _resample_batch(ctx, op, images, layout, out_size, lo, hi, min_f, mag_f,
-                               bool(self.args["antialias"]), dtype)
+        min_f, mag_f = resample_filters(op, args, n)
+        return resample_batch(ctx, op, images, layout, out_size, lo, hi, min_f, mag_f,
+                              bool(self.args["antialias"]), dtype)
 
 
 RANDOM_RESIZED_CROP = register(OpSchema(
@@ -313,5 +314,5 @@ host implementation; the result moves to the pipeline's device.""",
         Arg("random_area", "floats", (0.08, 1.0), "[min, max] of the window's area as a fraction of the image's."),
         Arg("random_aspect_ratio", "floats", (3 / 4, 4 / 3), "[min, max] of the window's width / height."),
         Arg("num_attempts", "int", 10, "Windows drawn before the fallback."),
-    ) + _INTERP_ARGS,
+    ) + INTERP_ARGS,
 ))

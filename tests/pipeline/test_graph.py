@@ -534,6 +534,15 @@ DALI_ARGUMENT_INPUTS = {
     "resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
                "roi_end", "interp_type", "min_filter", "mag_filter"},
     "random_resized_crop": {"interp_type", "min_filter", "mag_filter"},
+    "experimental.resize": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
+                            "roi_end", "interp_type", "min_filter", "mag_filter"},
+    "resize_crop_mirror": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer", "roi_start",
+                           "roi_end", "interp_type", "min_filter", "mag_filter", "crop", "crop_h", "crop_w", "crop_d",
+                           "crop_pos_x", "crop_pos_y", "crop_pos_z", "mirror"},
+    "tensor_resize": {"sizes", "scales", "alignment", "roi_start", "roi_end", "interp_type", "min_filter", "mag_filter"},
+    "fast_resize_crop_mirror": {"resize_x", "resize_y", "resize_z", "size", "resize_shorter", "resize_longer",
+                                "roi_start", "roi_end", "interp_type", "min_filter", "mag_filter", "crop", "crop_h",
+                                "crop_w", "crop_d", "crop_pos_x", "crop_pos_y", "crop_pos_z", "mirror"},
     "warp_affine": {"matrix", "size"},
     "rotate": {"angle", "size"},
     "readers.file": set(),
@@ -601,12 +610,15 @@ DALI_ARGUMENT_INPUTS = {
     "coord_flip": {"flip_x", "flip_y", "flip_z", "center_x", "center_y", "center_z"},
     "bb_flip": {"horizontal", "vertical"},
     "bbox_paste": {"ratio", "paste_x", "paste_y"},
+    "bbox_rotate": {"angle", "input_shape", "size"},
     "box_encoder": set(),
     "random_bbox_crop": {"crop_shape", "input_shape"},
     "roi_random_crop": {"crop_shape", "roi_start", "roi_end", "roi_shape", "in_shape"},
     "random_crop_generator": set(),
+    "ssd_random_crop": set(),
     "segmentation.select_masks": set(),
     "segmentation.random_mask_pixel": {"foreground", "threshold", "value"},
+    "segmentation.random_object_bbox": {"background", "classes", "class_weights", "foreground_prob", "threshold"},
 }
 
 
@@ -892,6 +904,43 @@ ARGUMENT_INPUT_CASES = [
     ("segmentation.random_mask_pixel", MASK, "", {"seed": 5, "foreground": 1}, "value", 5, 2, I32),
     ("roi_random_crop", None, "", {"seed": 5, "crop_shape": [40, 40], "roi_start": [30, 30], "roi_end": [40, 40]},
      "in_shape", [100, 100], [60, 50], I32),
+]  # (resize_crop_mirror, its legacy alias and experimental.resize are added below)
+ARGUMENT_INPUT_CASES += [
+    (op, data, layout, fixed, arg, value, other, dtype)
+    for op in ("resize_crop_mirror", "fast_resize_crop_mirror")
+    for data, layout, fixed, arg, value, other, dtype in [
+        (IMG, "HWC", {"size": [5, 6]}, "crop", [3, 4], [2, 2], F32),
+        (IMG, "HWC", {"size": [5, 6], "crop_w": 3}, "crop_h", 3.0, 2.0, F32),
+        (IMG, "HWC", {"size": [5, 6], "crop_h": 3}, "crop_w", 3.0, 2.0, F32),
+        (VOL, "DHWC", {"size": [3, 5, 6], "crop_h": 3, "crop_w": 3}, "crop_d", 2.0, 3.0, F32),
+        (IMG, "HWC", {"size": [5, 6], "crop": [3, 3]}, "crop_pos_x", 0.0, 1.0, F32),
+        (IMG, "HWC", {"size": [5, 6], "crop": [3, 3]}, "crop_pos_y", 1.0, 0.0, F32),
+        (VOL, "DHWC", {"size": [4, 5, 6], "crop": [2, 3, 3]}, "crop_pos_z", 0.0, 1.0, F32),
+        (IMG, "HWC", {"size": [5, 6]}, "mirror", 1, 0, I32),
+    ] + [c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"]
+] + [("experimental.resize",) + c[1:] for c in ARGUMENT_INPUT_CASES if c[0] == "resize"] + [
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1]}, "sizes", [3, 4], [5, 3], F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1]}, "scales", [0.5, 1.5], [1.0, 0.5], F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "scales": [0.7, 0.7]}, "alignment", [0.0, 1.0], [0.5, 0.5], F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 4], "roi_end": [5, 7]}, "roi_start", [1, 1], [0, 0],
+     F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 4], "roi_start": [1, 1]}, "roi_end", [5, 7], [6, 8],
+     F32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [4, 5]}, "interp_type", NN, LINEAR, I32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [3, 4]}, "min_filter", NN, LINEAR, I32),
+    ("tensor_resize", IMG, "HWC", {"axes": [0, 1], "sizes": [9, 12]}, "mag_filter", NN, LINEAR, I32),
+    ("bbox_rotate", BOXES, "", {"input_shape": [60, 80]}, "angle", 30.0, 10.0, F32),
+    ("bbox_rotate", BOXES, "", {"angle": 30.0}, "input_shape", [60, 80], [80, 60], I32),
+    ("bbox_rotate", BOXES, "", {"angle": 30.0, "input_shape": [60, 80]}, "size", [70, 90], [50, 50], F32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "ignore_class": True, "k_largest": 1},
+     "background", 0, 2, I32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box"}, "classes", [2], [5], I32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2, 5]}, "class_weights",
+     [1.0, 0.0], [0.0, 1.0], F32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2]}, "foreground_prob",
+     1.0, 0.0, F32),
+    ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2]}, "threshold",
+     [1, 1], [3, 3], I32),
 ]
 
 
