@@ -30,7 +30,7 @@ def _sample_bytes(sample: np.ndarray, i: int) -> np.ndarray:
 
 
 class NumpyDecoder(Operator):
-    """Decodes each sample's ``.npy`` bytes; all samples must share ndim and type unless ``dtype`` is given."""
+    """Decodes each sample's ``.npy`` bytes; all samples must share ndim, and type unless ``dtype`` is given."""
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -48,15 +48,13 @@ class NumpyDecoder(Operator):
                 out.append(npy_format.array_from_bytes(data, npy_format.parse_header(data, name), name))
             except npy_format.NpyFormatError as e:
                 raise npy_format.NpyFormatError(f"{_OP}: sample {i}: {e}") from None
+        for i, a in enumerate(out):
+            if a.ndim != out[0].ndim or (self._dtype is None and a.dtype != out[0].dtype):
+                raise ValueError(f"{_OP}: the samples of a batch must have the same number of dimensions, and the "
+                                 f"same type unless 'dtype' is given: sample 0 is {out[0].dtype} with "
+                                 f"{out[0].ndim} dims, sample {i} is {a.dtype} with {a.ndim}")
         if self._dtype is not None:
             out = [convert(a, self._dtype) for a in out]
-        else:
-            first = out[0] if out else None
-            for i, a in enumerate(out):
-                if a.dtype != first.dtype or a.ndim != first.ndim:
-                    raise ValueError(f"{_OP}: every sample of a batch must have the same type and number of "
-                                     f"dimensions unless 'dtype' is given: sample 0 is {first.dtype} with "
-                                     f"{first.ndim} dims, sample {i} is {a.dtype} with {a.ndim}")
         return TensorListCPU(out, "", list(batch.source_info) if batch.source_info else None)
 
 
@@ -64,7 +62,7 @@ NUMPY_DECODER = register(OpSchema(
     name="decoders.numpy", impl=NumpyDecoder,
     doc=("Decodes NumPy arrays from the bytes of .npy files (one file per 1-D uint8 sample). Outputs each "
          "array with its shape and type; C- and Fortran-order arrays are read. All samples of a batch must "
-         "have the same type and number of dimensions unless `dtype` is given, which converts them (rounding "
-         "and saturating, as `fn.cast`). Reads .npy versions 1.0-3.0 and big-endian data (DALI: 1.0, "
+         "have the same number of dimensions, and the same type unless `dtype` is given, which converts them "
+         "(rounding and saturating, as `fn.cast`). Reads .npy versions 1.0-3.0 and big-endian data (DALI: 1.0, "
          "little-endian only)."),
     args=(Arg("dtype", "dtype", None, "Output type (default: the arrays' own)."),)))

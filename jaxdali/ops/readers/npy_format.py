@@ -111,7 +111,7 @@ def _parse_header_bytes(raw: bytes) -> NpyHeader | str:
         return f"has {why}: {text.strip()!r}"
     code = descr.group(1)
     if code[1:] not in SUPPORTED_TYPES or code[:1] not in "<>|=":
-        return f"holds elements of type {code!r}; jaxdali reads .npy arrays of bool, int8-64, uint8-64 and float16/32/64"
+        return f"holds elements of type {code!r}; jaxdali reads arrays of bool, int8-64, uint8-64 and float16/32/64"
     try:
         dims = tuple(int(d) for d in shape.group(1).replace("L", "").split(",") if d.strip())
     except ValueError:
