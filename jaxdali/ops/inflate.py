@@ -92,8 +92,8 @@ class Inflate(Operator):
                 try:
                     raw = block.decompress(compressed, uncompressed_size=expected) if expected else b""
                 except Exception as e:  # lz4.block.LZ4BlockError: corrupt data or output larger than the shape
-                    raise ValueError(f"{_OP}: sample {i}, chunk {k}: not an LZ4 block that inflates to {expected} "
-                                     f"bytes (shape and dtype): {e}") from None
+                    raise ValueError(f"{_OP}: sample {i}, chunk {k}: corrupt LZ4 block, or one that inflates to "
+                                     f"more than the {expected} bytes of 'shape' and 'dtype': {e}") from None
                 if len(raw) != expected:
                     raise ValueError(f"{_OP}: sample {i}, chunk {k} inflates to {len(raw)} bytes, but 'shape' and "
                                      f"'dtype' need {expected}")
