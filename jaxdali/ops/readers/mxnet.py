@@ -1,7 +1,8 @@
 """``fn.readers.mxnet``: encoded images and float labels from MXNet RecordIO files (``.rec`` + ``.idx``).
 
-The index lists every record's offset once; a batch is read with a few coalesced range requests
-(``ranges.read_ranges``) and parsed with vectorised gathers: frame headers, IRHeaders and labels
+The index lists every record's offset once; local files are memory-mapped (unless ``dont_use_mmap``,
+as in DALI), other batches are read with a few coalesced range requests (``ranges.read_ranges``);
+either way a batch is parsed with vectorised gathers: frame headers, IRHeaders and labels
 of the whole batch at once, with a per-record path only for records split over several frames or
 carrying several labels. See ``recordio_format`` for the format.
 """
@@ -62,6 +63,11 @@ class MXNetReader(Reader):
         self.offsets = offsets - file_start[self.file_id]
         self.sizes = ends - offsets
         self.paths = paths
+        #: The files memory-mapped (as DALI reads them unless dont_use_mmap): a batch is then views of the
+        #: page cache, without a read call. None for remote files or with dont_use_mmap.
+        self._maps = None
+        if not a["dont_use_mmap"] and not any(storage.is_remote(p) for p in paths):
+            self._maps = [storage.map_file(p) for p in paths]
         self.num_samples = len(offsets)
         self.listing = listing_fingerprint(paths, offsets)
         self.listing_source = f"index {index_path!r} of {paths}"
@@ -78,9 +84,12 @@ class MXNetReader(Reader):
             i = int(short[0])
             raise fmt.RecordIOError(f"{self._where(indices[i])}: only {int(sizes[i])} bytes until the next record or "
                                     f"the end of the file; a record holds at least {8 + fmt.IR_HEADER_SIZE}")
-        blob, starts = read_ranges(self.paths, self.file_id[indices], self.offsets[indices], sizes, ctx.parallel_for,
-                                   _OP)
-        buf = np.frombuffer(blob, np.uint8)
+        file_ids = self.file_id[indices]
+        if self._maps is not None and (file_ids == file_ids[0]).all():
+            buf, starts = self._maps[int(file_ids[0])], self.offsets[indices]
+        else:
+            blob, starts = read_ranges(self.paths, file_ids, self.offsets[indices], sizes, ctx.parallel_for, _OP)
+            buf = np.frombuffer(blob, np.uint8)
         magic, word = _words(buf, starts), _words(buf, starts + 4)
         bad = np.flatnonzero(magic != fmt.MAGIC)
         if len(bad):
@@ -110,8 +119,7 @@ class MXNetReader(Reader):
                 else:
                     record = buf[payload[i]:payload[i] + length[i]]
                 images[i], labels[i] = self._split_record(record, indices[i])
-        info = [f"{self.paths[f]} at index {o}" for f, o in zip(self.file_id[indices].tolist(),
-                                                                self.offsets[indices].tolist())]
+        info = [f"{self.paths[f]} at index {o}" for f, o in zip(file_ids.tolist(), self.offsets[indices].tolist())]
         return TensorListCPU(images, source_info=info), TensorListCPU(labels)
 
     def _split_record(self, record: np.ndarray, index: int) -> tuple[np.ndarray, np.ndarray]:
