@@ -14,7 +14,7 @@ import numpy as np
 from jaxdali.ops.readers import recordio_format as fmt
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
-from jaxdali.ops.readers.ranges import read_ranges
+from jaxdali.ops.readers.ranges import map_local_files, read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -65,9 +65,7 @@ class MXNetReader(Reader):
         self.paths = paths
         #: The files memory-mapped (as DALI reads them unless dont_use_mmap): a batch is then views of the
         #: page cache, without a read call. None for remote files or with dont_use_mmap.
-        self._maps = None
-        if not a["dont_use_mmap"] and not any(storage.is_remote(p) for p in paths):
-            self._maps = [storage.map_file(p) for p in paths]
+        self._maps = map_local_files(paths, a["dont_use_mmap"])
         self.num_samples = len(offsets)
         self.listing = listing_fingerprint(paths, offsets)
         self.listing_source = f"index {index_path!r} of {paths}"
@@ -85,11 +83,9 @@ class MXNetReader(Reader):
             raise fmt.RecordIOError(f"{self._where(indices[i])}: only {int(sizes[i])} bytes until the next record or "
                                     f"the end of the file; a record holds at least {8 + fmt.IR_HEADER_SIZE}")
         file_ids = self.file_id[indices]
-        if self._maps is not None and (file_ids == file_ids[0]).all():
-            buf, starts = self._maps[int(file_ids[0])], self.offsets[indices]
-        else:
-            blob, starts = read_ranges(self.paths, file_ids, self.offsets[indices], sizes, ctx.parallel_for, _OP)
-            buf = np.frombuffer(blob, np.uint8)
+        blob, starts = read_ranges(self.paths, file_ids, self.offsets[indices], sizes, ctx.parallel_for, _OP,
+                                   maps=self._maps)
+        buf = np.frombuffer(blob, np.uint8)
         magic, word = _words(buf, starts), _words(buf, starts + 4)
         bad = np.flatnonzero(magic != fmt.MAGIC)
         if len(bad):
