@@ -53,9 +53,11 @@ def test_mxnet_resumes_mid_epoch_exactly(tmp_path, args):
     assert _labels(_pipe(fn.readers.mxnet, checkpoint=checkpoint, **args), 6) == expected
 
 
-def test_mxnet_reads_records_in_offset_order_with_their_bytes(tmp_path):
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
+def test_mxnet_reads_records_in_offset_order_with_their_bytes(tmp_path, dont_use_mmap):
     rec, idx = _records(tmp_path)
-    data, labels = _pipe(fn.readers.mxnet, batch_size=13, path=[rec], index_path=[idx]).run()
+    data, labels = _pipe(fn.readers.mxnet, batch_size=13, path=[rec], index_path=[idx],
+                         dont_use_mmap=dont_use_mmap).run()
     assert [bytes(s) for s in data.samples()] == [i.to_bytes(4, "little") * (i % 3 + 1) for i in range(13)]
     assert labels.as_array().ravel().tolist() == list(range(13)) and labels.np_dtype == np.float32
 
