@@ -202,3 +202,22 @@ def test_numpy_decoder_errors(samples, kw, message):
     with pytest.raises(Exception, match="fn.decoders.numpy") as info:
         _decode(samples, **kw)
     assert message in str(info.value)
+
+
+def test_mxnet_reads_fsspec_urls_like_local_files(tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    rec, idx = _records(tmp_path)
+    fs = fsspec.filesystem("memory")
+    for local in (rec, idx):
+        fs.pipe(f"/mxnet-test/{pathlib.Path(local).name}", pathlib.Path(local).read_bytes())
+    try:
+        args = dict(batch_size=5, random_shuffle=True)
+        remote = _pipe(fn.readers.mxnet, path=["memory:///mxnet-test/d.rec"], index_path=["memory:///mxnet-test/d.idx"],
+                       **args)
+        local = _pipe(fn.readers.mxnet, path=[rec], index_path=[idx], **args)
+        for _ in range(4):
+            (a_data, a_labels), (b_data, b_labels) = remote.run(), local.run()
+            assert [bytes(s) for s in a_data.samples()] == [bytes(s) for s in b_data.samples()]
+            np.testing.assert_array_equal(a_labels.as_array(), b_labels.as_array())
+    finally:
+        fs.rm("/mxnet-test", recursive=True)
