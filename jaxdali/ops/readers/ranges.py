@@ -14,16 +14,22 @@ import numpy as np
 
 from jaxdali.ops.readers import storage
 
-__all__ = ["read_ranges", "map_local_files", "MAX_GAP"]
+__all__ = ["MAX_GAP", "MAX_MAPPED_FILES", "map_local_files", "read_ranges"]
 
 #: Largest gap (bytes) between two ranges of a file that is read through rather than split into two requests.
 MAX_GAP = 1 << 16
 
 
+#: Most files a reader memory-maps: each mapping counts against the kernel's per-process limit
+#: (vm.max_map_count, 65530 by default), so data sets of more shards are read instead.
+MAX_MAPPED_FILES = 4096
+
+
 def map_local_files(paths: Sequence[str], dont_use_mmap: bool) -> list[np.ndarray] | None:
     """Every file of ``paths`` memory-mapped (``storage.map_file``), as DALI reads local container files
-    unless ``dont_use_mmap``; None when that is set or some file is remote."""
-    if dont_use_mmap or any(storage.is_remote(p) for p in paths):
+    unless ``dont_use_mmap``; None when that is set, some file is remote or there are more than
+    ``MAX_MAPPED_FILES``."""
+    if dont_use_mmap or len(paths) > MAX_MAPPED_FILES or any(storage.is_remote(p) for p in paths):
         return None
     return [storage.map_file(p) for p in paths]
 
