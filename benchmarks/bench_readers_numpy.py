@@ -67,8 +67,9 @@ def main(argv=None) -> None:
         for title, reader_args in cases.items():
             loaders = {lib: loader(lib, tmp, args.batch_size, args.threads, **reader_args)
                        for lib in ("jaxdali", "dali")}
-            rates = compare(loaders, batches=args.batches, reps=args.reps, warmup=args.warmup)
-            print(report(f"fn.readers.numpy, {title}", rates, reference="dali") + "\n")
+            cpu_rates: dict[str, list[float]] = {}
+            rates = compare(loaders, batches=args.batches, reps=args.reps, warmup=args.warmup, cpu_rates=cpu_rates)
+            print(report(f"fn.readers.numpy, {title}", rates, reference="dali", cpu_rates=cpu_rates) + "\n")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,11 @@ __all__ = ["Loader", "compare", "report"]
 Loader = Callable[[], int]
 
 
-def compare(loaders: dict[str, Loader], *, batches: int, reps: int, warmup: int) -> dict[str, list[float]]:
-    """Records/s of each loader in each repetition, measured interleaved."""
+def compare(loaders: dict[str, Loader], *, batches: int, reps: int, warmup: int,
+            cpu_rates: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Records/s of each loader in each repetition, measured interleaved. ``cpu_rates``, when given, is
+    filled with each repetition's records per CPU-second of the whole process (all its threads: the
+    steadier measure on a loaded machine)."""
     for load in loaders.values():
         for _ in range(warmup):
             load()
@@ -33,23 +36,32 @@ def compare(loaders: dict[str, Loader], *, batches: int, reps: int, warmup: int)
         for name in names[rep % len(names):] + names[:rep % len(names)]:
             load = loaders[name]
             records = 0
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(batches):
                 records += load()
             rates[name].append(records / (time.perf_counter() - start))
+            if cpu_rates is not None:
+                cpu_rates.setdefault(name, []).append(records / max(time.process_time() - cpu, 1e-9))
     return rates
 
 
-def report(title: str, rates: dict[str, list[float]], reference: str) -> str:
+def report(title: str, rates: dict[str, list[float]], reference: str,
+           cpu_rates: dict[str, list[float]] | None = None) -> str:
     """A markdown table: each loader's median records/s (min-max), the ratio of its median to
     ``reference``'s, and the median of the per-repetition ratios (the two were measured back to back,
-    so this one is less sensitive to changes of machine load)."""
+    so this one is less sensitive to changes of machine load); with ``cpu_rates``, also the median
+    records per CPU-second and its paired ratio."""
     ref = statistics.median(rates[reference])
+    cpu_head = f" records per CPU-s (median) | ÷ {reference}, per CPU-s, paired |" if cpu_rates else ""
     lines = [f"### {title}", "", f"| loader | records/s (median) | min-max | ÷ {reference} | ÷ {reference}, "
-             "paired repetitions (median) |", "|---|---|---|---|---|"]
+             f"paired repetitions (median) |{cpu_head}", "|---|---|---|---|---|" + ("---|---|" if cpu_rates else "")]
     for name, values in rates.items():
         med = statistics.median(values)
         paired = statistics.median(v / r for v, r in zip(values, rates[reference]))
-        lines.append(f"| {name} | {med:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {med / ref:.2f}x | "
-                     f"{paired:.2f}x |")
+        row = f"| {name} | {med:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {med / ref:.2f}x | {paired:.2f}x |"
+        if cpu_rates:
+            cpu = cpu_rates[name]
+            cpu_paired = statistics.median(v / r for v, r in zip(cpu, cpu_rates[reference]))
+            row += f" {statistics.median(cpu):,.0f} | {cpu_paired:.2f}x |"
+        lines.append(row)
     return "\n".join(lines)

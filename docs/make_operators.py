@@ -78,6 +78,11 @@ NOTES = {
     "segmentation.random_object_bbox": "Counter-based generator: same distribution as DALI, different values.",
     "ssd_random_crop": "Counter-based generator: same distribution as DALI, different values. [N, 1] labels keep "
                        "their shape (DALI 2.4 returns [K] after a crop and fails on such batches).",
+    "decoders.inflate": "DALI runs it on the GPU only (nvCOMP), so it is checked against the compressed data, not "
+                        "DALI; jaxdali inflates LZ4 blocks on the host wherever it is placed.",
+    "decoders.numpy": "Also reads .npy versions 2.0/3.0 and big-endian data (DALI refuses them).",
+    "readers.mxnet": "`shuffle_after_epoch` reshuffles all records (DALI: the order of whole files).",
+    "readers.sequence": "Each sample's source info is its first frame's path (DALI gives none).",
 }
 
 

@@ -55,7 +55,7 @@ def convert(x, dtype: Any, xp=np, rounding: str = "round"):
     * float -> integer: round (``"round"``: half away from zero; ``"truncate"``: toward zero), then
       clamp to the type's range; NaN becomes 0.
     * integer -> narrower integer: clamp.
-    * anything -> bool: non-zero is True; -> float: the nearest value (inf when out of range).
+    * anything -> bool: non-zero (after rounding a float) is True; -> float: the nearest value (inf when out of range).
 
     ``xp`` is ``numpy`` or ``jax.numpy``; both give identical results.
     """
@@ -70,8 +70,8 @@ def convert(x, dtype: Any, xp=np, rounding: str = "round"):
 
 def _convert(x, dtype: np.dtype, xp, rounding: str):
     src = np.dtype(x.dtype)
-    if dtype == np.bool_:
-        return x != 0
+    if dtype == np.bool_:  # as DALI: a float is rounded first (0.49 -> False, NaN -> True)
+        return (round_half_away(x, xp) if src.kind == "f" else x) != 0
     if dtype.kind == "f" or src == np.bool_:
         return x.astype(dtype)
     info = np.iinfo(dtype)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import io
 import json
 import os
 import pathlib
@@ -33,7 +34,7 @@ from PIL import Image
 from jaxdali import fn, pipeline_def, tfrecord, types
 from jaxdali.ops import conditional as conditional_ops
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.readers import caffe, tfrecord_format
+from jaxdali.ops.readers import caffe, recordio_format, tfrecord_format
 from jaxdali.ops.schema import REQUIRED, OpSchema, registry
 from jaxdali.ops.graph import add_op
 from jaxdali.pipeline.device_stage import narrow_for_jax
@@ -67,6 +68,9 @@ class Data:
     tfrecord: str
     tfrecord_index: str
     array_record: str
+    mxnet_rec: str = ""
+    mxnet_idx: str = ""
+    frame_streams: str = ""
 
 
 def _photo_files() -> list[str]:
@@ -118,8 +122,16 @@ def data(tmp_path_factory) -> Data:
     for jpeg in jpegs:
         writer.write(jpeg)
     writer.close()
+    mxnet_rec, mxnet_idx = str(folder / "photos.rec"), str(folder / "photos.idx2")
+    recordio_format.write_recordio(mxnet_rec, [recordio_format.encode_record(i, jpeg) for i, jpeg in enumerate(jpegs)],
+                                   mxnet_idx)
+    streams = folder / "streams"
+    for i, photo in enumerate(photos):  # two streams of equal-sized frames
+        (streams / str(i % 2)).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(photo).resize((32, 24)).save(streams / str(i % 2) / f"{i:03d}.png")
     return Data(tuple(photos), tuple(files), tuple(npy_files), tar, os.path.dirname(files[0]),
-                str(coco_annotations), caffe_lmdb, caffe2_lmdb, records, records_index, array_record)
+                str(coco_annotations), caffe_lmdb, caffe2_lmdb, records, records_index, array_record,
+                mxnet_rec=mxnet_rec, mxnet_idx=mxnet_idx, frame_streams=str(streams))
 
 
 def _write_lmdb(path: pathlib.Path, values: list[bytes]) -> str:
@@ -245,6 +257,18 @@ def _translations(images, data, dev):
     return fn.transforms.translation(offset=[1.0, 2.0]), fn.transforms.scale(scale=[2.0, 0.5])
 
 
+def _npy_bytes(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, array)
+    return out.getvalue()
+
+
+def _lz4_block(data: bytes) -> bytes:
+    import lz4.block
+
+    return lz4.block.compress(data, store_size=False)
+
+
 _rng = np.random.default_rng(0)
 # Boxes [l, t, r, b] inside the unit square (one sample has none), their labels, and 2-D points.
 BOXES = [np.concatenate([lt, lt + _rng.uniform(0.1, 0.4, lt.shape)], 1).astype(np.float32)
@@ -269,6 +293,9 @@ VERTICES = [np.arange(20, dtype=np.float32).reshape(10, 2), np.ones((4, 2), np.f
             np.arange(18, dtype=np.float32).reshape(9, 2)]
 MASK_IDS = [np.array(ids, np.int32) for ids in ([2, 0], [5], [0, 1])]
 BLUR_KERNEL = [np.full((3, 3), 1 / 9, np.float32)] * BATCH
+# .npy files and LZ4 blocks of small arrays, as bytes (the inputs of decoders.numpy and decoders.inflate).
+NPY_BYTES = [np.frombuffer(_npy_bytes(f), np.uint8) for f in FLOATS]
+LZ4_BLOCKS = [np.frombuffer(_lz4_block(s.tobytes()), np.uint8) for s in SEQUENCES[:1] * BATCH]
 
 
 CASES: dict[str, Case] = {
@@ -371,6 +398,10 @@ CASES: dict[str, Case] = {
     "transforms.scale": Case(_no_inputs, lambda data, dev: {"scale": [2.0, 3.0]}),
     "transforms.shear": Case(_no_inputs, lambda data, dev: {"shear": [0.5, 0.25]}),
     "transforms.translation": Case(_no_inputs, lambda data, dev: {"offset": [1.5, -2.25]}),
+    "readers.mxnet": _source(path=lambda data: [data.mxnet_rec], index_path=lambda data: [data.mxnet_idx]),
+    "readers.sequence": _source(file_root=lambda data: data.frame_streams, sequence_length=2),
+    "decoders.numpy": Case(_fixed(NPY_BYTES)),
+    "decoders.inflate": Case(_fixed(LZ4_BLOCKS), lambda data, dev: {"shape": list(SEQUENCES[0].shape)}),
 }
 
 

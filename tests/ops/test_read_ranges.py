@@ -56,3 +56,16 @@ def test_a_range_past_the_end_names_the_file(files):
         read_ranges(files, np.array([0]), np.array([4990]), np.array([20]), _serial, "test")
     with pytest.raises(EOFError, match=r"f2\.bin.* ends at byte 7000"):
         read_ranges(files, np.array([2, 0]), np.array([6990, 0]), np.array([20, 5]), _serial, "test")
+
+
+def test_memory_mapped_files_give_the_same_bytes_without_a_read(files):
+    from jaxdali.ops.readers.ranges import map_local_files
+
+    maps = map_local_files(files, dont_use_mmap=False)
+    assert map_local_files(files, dont_use_mmap=True) is None
+    assert map_local_files(["memory://x/y.bin"], dont_use_mmap=False) is None
+    # One file: views of its map; several files: the reads, as without maps.
+    _check(files, [1] * 4, [3000, 10, 10, 4000], [100, 20, 20, 2000], maps=maps)
+    _check(files, [0, 2, 1], [0, 6000, 10], [50, 999, 10], maps=maps)
+    with pytest.raises(EOFError, match=r"f0\.bin.* ends at byte 5000, before the end of the range at offset 4990"):
+        read_ranges(files, np.array([0]), np.array([4990]), np.array([20]), _serial, "test", maps=maps)

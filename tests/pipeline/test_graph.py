@@ -553,6 +553,10 @@ DALI_ARGUMENT_INPUTS = {
     "readers.caffe2": set(),
     "readers.coco": set(),
     "readers.array_record": set(),
+    "readers.mxnet": set(),
+    "readers.sequence": set(),
+    "decoders.numpy": set(),
+    "decoders.inflate": {"shape", "chunk_offsets", "chunk_sizes"},
     "decoders.image": set(),
     "decoders.image_random_crop": set(),
     "image_decoder": set(),
@@ -655,6 +659,17 @@ def _npy_file() -> str:
 
 
 NPY = {"files": [_npy_file()]}
+
+
+def _lz4_chunks() -> tuple[np.ndarray, int]:
+    """Two LZ4 blocks of 12 different bytes each, packed in one sample, and the first block's size."""
+    import lz4.block
+
+    blocks = [lz4.block.compress(bytes(range(k, k + 12)), store_size=False) for k in (0, 50)]
+    return np.frombuffer(b"".join(blocks), np.uint8), len(blocks[0])
+
+
+LZ4_CHUNKS, LZ4_FIRST = _lz4_chunks()
 BOXES = rng.uniform(0, 1, (3, 4)).astype(np.float32)
 MASK = np.zeros((6, 8), np.int32)
 MASK[1:3, 2:4], MASK[4, 6] = 2, 5
@@ -808,6 +823,10 @@ ARGUMENT_INPUT_CASES = [
     ("rotate", IMG, "HWC", {}, "angle", 30.0, 10.0, F32),
     ("rotate", IMG, "HWC", {"angle": 90.0}, "size", [8, 8], [6, 6], F32),
     ("readers.numpy", None, "", NPY, "roi_start", [1, 1], [0, 2], I32),
+    ("decoders.inflate", LZ4_CHUNKS[:LZ4_FIRST], "", {}, "shape", [3, 4], [4, 3], I32),
+    ("decoders.inflate", LZ4_CHUNKS, "", {"shape": [12]}, "chunk_sizes", [LZ4_FIRST, len(LZ4_CHUNKS) - LZ4_FIRST],
+     [LZ4_FIRST], I32),
+    ("decoders.inflate", LZ4_CHUNKS, "", {"shape": [12]}, "chunk_offsets", [0, LZ4_FIRST], [LZ4_FIRST], I32),
     ("readers.numpy", None, "", NPY, "roi_end", [2, 3], [3, 3], I32),
     ("readers.numpy", None, "", NPY, "roi_shape", [1, 2], [2, 2], I32),
     ("readers.numpy", None, "", NPY, "rel_roi_start", [0.5, 0.25], [0.0, 0.0], F32),

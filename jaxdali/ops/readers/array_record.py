@@ -19,8 +19,10 @@ from jaxdali.tensors import TensorListCPU
 
 __all__ = ["ARRAY_RECORD_READER"]
 
-# Random access: no read-ahead buffer (each batch asks for exactly the records it needs).
-_READER_OPTIONS = "readahead_buffer_size:0"
+# The library's random-access setting: no read-ahead buffer (each batch asks for exactly the records it
+# needs) and no thread pool of its own (its hand-offs cost more than decoding a batch's small records in
+# the calling thread, and the pipeline's worker threads are busy with the other operators).
+_READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 
 
 def _open(op: str, path: str):

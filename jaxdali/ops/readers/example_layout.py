@@ -137,7 +137,7 @@ def _learn_layout(data: bytes, start: int, stop: int, want: Mapping[bytes, int])
         key_len, q = read_varint(data, p + 1)
         for k in range(p + 1, q + key_len):  # the name's length and bytes: the same in every record
             b.const(k, base)
-        name = data[q:q + key_len]
+        name = bytes(data[q:q + key_len])  # hashable whatever the buffer (bytes or a memoryview of a map)
         q += key_len
         key_size = q - p
         j = want.get(name, -1)

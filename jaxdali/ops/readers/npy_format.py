@@ -23,8 +23,8 @@ import numpy as np
 
 from jaxdali.ops.readers import storage
 
-__all__ = ["NpyFormatError", "NpyHeader", "SUPPORTED_TYPES", "array_from_bytes", "header_length", "parse_header",
-           "read_box"]
+__all__ = ["NpyFormatError", "NpyHeader", "SUPPORTED_TYPES", "array_from_bytes", "box_plan", "header_length",
+           "parse_header", "read_box", "read_planned"]
 
 MAGIC = b"\x93NUMPY"
 #: Element types (without byte order) that fn.readers.numpy reads, as in DALI.
@@ -111,7 +111,7 @@ def _parse_header_bytes(raw: bytes) -> NpyHeader | str:
         return f"has {why}: {text.strip()!r}"
     code = descr.group(1)
     if code[1:] not in SUPPORTED_TYPES or code[:1] not in "<>|=":
-        return f"holds elements of type {code!r}; fn.readers.numpy reads bool, int8-64, uint8-64 and float16/32/64"
+        return f"holds elements of type {code!r}; jaxdali reads arrays of bool, int8-64, uint8-64 and float16/32/64"
     try:
         dims = tuple(int(d) for d in shape.group(1).replace("L", "").split(",") if d.strip())
     except ValueError:
@@ -148,20 +148,26 @@ def read_box(path: str, header: NpyHeader, lo: Sequence[int], hi: Sequence[int],
     request granularity). ``prefix``: the first bytes of the file, already read; a region inside it
     is not read again.
     """
-    plan = _box_plan(header, tuple(lo), tuple(hi), storage.request_granularity(path))
+    plan = box_plan(header, tuple(lo), tuple(hi), storage.request_granularity(path))
+    return read_planned(path, header, plan, prefix)
+
+
+def read_planned(path: str, header: NpyHeader, plan: "_BoxPlan", prefix: bytes = b"") -> np.ndarray:
+    """``read_box`` with the plan of its region (``box_plan``) already made: a reader reading the same
+    region of many files with one header makes the plan once."""
+    if plan.end <= len(prefix):  # small files: the region is in the bytes read with the header
+        if not plan.ranges:
+            return _to_logical(np.empty(plan.box, header.dtype), header)
+        return _to_logical(np.ndarray(plan.box, header.dtype, prefix, plan.ranges[0][0], plan.strides).copy(), header)
     out = np.empty(plan.box, header.dtype)
-    if out.size == 0:
-        return _to_logical(out, header)
-    if plan.end <= len(prefix):
-        out[...] = np.ndarray(plan.box, header.dtype, prefix, plan.ranges[0][0], plan.strides)
-        return _to_logical(out, header)
     chunks = storage.read_ranges(path, plan.ranges)
     flat = out.reshape((-1,) + plan.inner)
     for k, chunk in enumerate(chunks):
         offset, span = plan.ranges[k]
         if len(chunk) < span:
+            hi = [s + b for s, b in zip(plan.lo, plan.logical_box)]
             raise NpyFormatError(
-                f"{path!r} is truncated: reading its region [{list(lo)}, {list(hi)}) needs bytes up to "
+                f"{path!r} is truncated: reading its region [{list(plan.lo)}, {hi}) needs bytes up to "
                 f"{offset + span}, the file ends at {offset + len(chunk)}")
         flat[k] = np.ndarray(plan.inner, header.dtype, chunk, 0, plan.strides[len(plan.box) - len(plan.inner):])
     return _to_logical(out, header)
@@ -169,6 +175,8 @@ def read_box(path: str, header: NpyHeader, lo: Sequence[int], hi: Sequence[int],
 
 @dataclasses.dataclass(frozen=True)
 class _BoxPlan:
+    lo: tuple[int, ...]  # the region's start, logical axes
+    logical_box: tuple[int, ...]  # the region's shape, logical axes
     box: tuple[int, ...]  # the region's shape in stored order
     strides: tuple[int, ...]  # the stored array's byte strides
     inner: tuple[int, ...]  # the shape each range covers (the box's axes from the split axis on)
@@ -177,16 +185,18 @@ class _BoxPlan:
 
 
 @functools.lru_cache(maxsize=1024)
-def _box_plan(header: NpyHeader, lo: tuple[int, ...], hi: tuple[int, ...], max_gap: int) -> _BoxPlan:
-    """Which byte ranges hold the region ``[lo, hi)`` (pure: cached, as samples share shapes and regions)."""
+def box_plan(header: NpyHeader, lo: tuple[int, ...], hi: tuple[int, ...], max_gap: int) -> _BoxPlan:
+    """Which byte ranges hold the region ``[lo, hi)`` of a file with ``header``, read in requests whose
+    gaps stay below ``max_gap`` bytes (pure: cached, as samples share shapes and regions)."""
     box = tuple(h - l for l, h in zip(lo, hi))
+    logical = (lo, box)
     if header.fortran_order:
         lo, box = lo[::-1], box[::-1]
     stored_shape = header.stored_shape
     itemsize = header.dtype.itemsize
     strides = tuple(itemsize * math.prod(stored_shape[k + 1:]) for k in range(len(stored_shape)))
     if math.prod(box) == 0:
-        return _BoxPlan(box, strides, box, [], 0)
+        return _BoxPlan(*logical, box, strides, box, [], 0)
     split = _split_axis(box, stored_shape, strides, max_gap)
     # One range per index of the axes before `split`, each covering the box's inner axes.
     starts = np.asarray(header.data_offset + sum(l * s for l, s in zip(lo, strides)), np.int64)
@@ -194,7 +204,7 @@ def _box_plan(header: NpyHeader, lo: tuple[int, ...], hi: tuple[int, ...], max_g
         starts = np.add.outer(starts, np.arange(box[k], dtype=np.int64) * strides[k])
     span = sum((b - 1) * s for b, s in zip(box[split:], strides[split:])) + itemsize
     ranges = [(o, span) for o in starts.reshape(-1).tolist()]
-    return _BoxPlan(box, strides, box[split:], ranges, ranges[-1][0] + span)
+    return _BoxPlan(*logical, box, strides, box[split:], ranges, ranges[-1][0] + span)
 
 
 def _split_axis(box: Sequence[int], shape: Sequence[int], strides: Sequence[int], max_gap: int) -> int:

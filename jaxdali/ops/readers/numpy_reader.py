@@ -32,6 +32,8 @@ __all__ = ["NUMPY_READER", "list_numpy_files", "parse_numpy_file_list"]
 #: Bytes of a file read first for a region: its header, and all of it when the file is small (most
 #: samples are), so that one request serves both.
 _FIRST_READ = 64 * 1024
+#: Most distinct headers (and region plans) a reader keeps: a data set of many shapes must not grow them forever.
+_MAX_CACHED = 4096
 
 
 def list_numpy_files(root: str, file_filter: str) -> list[str]:
@@ -91,26 +93,40 @@ class NumpyReader(Reader):
         self._regions: dict[tuple[int, ...], tuple] = {}
         #: Size of the last whole file read: the expected size of the next one.
         self._size_hint: int | None = None
+        #: Headers by their raw bytes (files of a data set share a handful), and for the constant ROI, its
+        #: region and read plan by raw header (or header): the per-sample work of a region read is then
+        #: a read, two dict lookups and a copy.
+        self._parsed: dict[bytes, npy_format.NpyHeader] = {}
+        self._plans: dict[Any, tuple] = {}
+        remote = any(storage.is_remote(p) for p in paths)
+        #: Bytes read first for a region when every file is local (else decided per file).
+        self._first_read = None if remote else max(storage.LOCAL_GRANULARITY, _FIRST_READ)
         self.num_samples = len(names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         if not self._roi_per_sample:
             self._init_read_ahead(paths)
 
     # -- one sample -----------------------------------------------------------------------------------
-    def _header(self, index: int, path: str) -> tuple[npy_format.NpyHeader, bytes]:
-        """The file's header and the bytes read to get it (the start of the file)."""
+    def _header(self, index: int, path: str) -> tuple[npy_format.NpyHeader, bytes, bytes | None]:
+        """The file's header, the bytes read to get it (the start of the file) and the header's raw bytes
+        (None when the header came from the per-file cache, which reads nothing)."""
         cached = self._headers.get(index) if self._headers is not None else None
         if cached is not None:
-            return cached, b""
-        first = max(storage.request_granularity(path), _FIRST_READ)
+            return cached, b"", None
+        first = self._first_read or max(storage.request_granularity(path), _FIRST_READ)
         prefix = storage.read_range(path, 0, first)
         length = npy_format.header_length(prefix, path)
         if length > len(prefix) == first:
             prefix = storage.read_range(path, 0, length)
-        header = npy_format.parse_header(prefix, path)
+        raw = prefix[:length]
+        header = self._parsed.get(raw)
+        if header is None:
+            if len(self._parsed) >= _MAX_CACHED:
+                self._parsed.clear()
+            header = self._parsed[raw] = npy_format.parse_header(prefix, path)
         if self._headers is not None:
             self._headers[index] = header
-        return header, prefix
+        return header, prefix, raw
 
     def _region(self, shape: tuple[int, ...], roi: dict[str, Any], path: str) -> tuple[tuple, tuple, tuple, tuple]:
         """(start, end) of the requested box and (lo, hi) of its part inside the array."""
@@ -133,9 +149,19 @@ class NumpyReader(Reader):
                 data = storage.read_file(path, self._size_hint)
                 self._size_hint = len(data)  # data sets are often of equal-sized files (a hint: races are harmless)
                 return npy_format.array_from_bytes(data, npy_format.parse_header(data, path), path)
-            header, prefix = self._header(index, path)
-            start, end, lo, hi = self._region(header.shape, roi, path)
-            inside = npy_format.read_box(path, header, lo, hi, prefix)
+            header, prefix, raw = self._header(index, path)
+            constant = roi is self._roi
+            planned = self._plans.get(raw if raw is not None else header) if constant else None
+            if planned is None:
+                region = self._region(header.shape, roi, path)
+                planned = (region, npy_format.box_plan(header, region[2], region[3],
+                                                       storage.request_granularity(path)))
+                if constant:
+                    if len(self._plans) >= _MAX_CACHED:
+                        self._plans.clear()
+                    self._plans[raw if raw is not None else header] = planned
+            (start, end, lo, hi), plan = planned
+            inside = npy_format.read_planned(path, header, plan, prefix)
             if (lo, hi) == (start, end):
                 return inside
             size = [e - s for s, e in zip(start, end)]

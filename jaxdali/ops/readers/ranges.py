@@ -14,21 +14,38 @@ import numpy as np
 
 from jaxdali.ops.readers import storage
 
-__all__ = ["read_ranges", "MAX_GAP"]
+__all__ = ["MAX_GAP", "MAX_MAPPED_FILES", "map_local_files", "read_ranges"]
 
 #: Largest gap (bytes) between two ranges of a file that is read through rather than split into two requests.
 MAX_GAP = 1 << 16
 
 
+#: Most files a reader memory-maps: each mapping counts against the kernel's per-process limit
+#: (vm.max_map_count, 65530 by default), so data sets of more shards are read instead.
+MAX_MAPPED_FILES = 4096
+
+
+def map_local_files(paths: Sequence[str], dont_use_mmap: bool) -> list[np.ndarray] | None:
+    """Every file of ``paths`` memory-mapped (``storage.map_file``), as DALI reads local container files
+    unless ``dont_use_mmap``; None when that is set, some file is remote or there are more than
+    ``MAX_MAPPED_FILES``."""
+    if dont_use_mmap or len(paths) > MAX_MAPPED_FILES or any(storage.is_remote(p) for p in paths):
+        return None
+    return [storage.map_file(p) for p in paths]
+
+
 def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                 parallel_for: Callable[[Callable[[int, int], None], int], None], what: str,
-                max_gap: int = MAX_GAP) -> tuple[bytes, np.ndarray]:
+                max_gap: int = MAX_GAP, maps: Sequence[np.ndarray] | None = None) -> tuple[bytes | memoryview,
+                                                                                           np.ndarray]:
     """Reads range ``i`` = ``sizes[i]`` bytes of ``paths[file_ids[i]]`` from ``offsets[i]``, for all ``i``.
 
-    Returns ``(buffer, starts)``: one bytes object holding every range (the read itself when one
+    Returns ``(buffer, starts)``: one buffer holding every range (the read itself when one
     request covers them all) and the position of range ``i`` in it (ranges shared by several
-    requests, e.g. a repeated sample, are read once). A range that
-    the file cannot fill raises ``EOFError`` naming the file, the offset and ``what``.
+    requests, e.g. a repeated sample, are read once). ``maps``: the files memory-mapped
+    (``map_local_files``), or None; ranges all in one mapped file are then read from a memoryview
+    of its map, with no read call. A range that the file cannot fill raises ``EOFError`` naming the file, the
+    offset and ``what``.
     """
     n = len(offsets)
     if n == 0:
@@ -37,6 +54,14 @@ def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray,
     offsets = np.asarray(offsets, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)
     ends = offsets + sizes
+    if maps is not None and (file_ids == file_ids[0]).all():
+        data = maps[file_ids[0]]
+        if ends.max() > len(data):
+            bad = int(np.argmax(ends > len(data)))
+            raise EOFError(f"{what}: {paths[file_ids[0]]!r} ends at byte {len(data)}, before the end of the range at "
+                           f"offset {int(offsets[bad])} (size {int(sizes[bad])}): the file is truncated or the index "
+                           f"is stale")
+        return memoryview(data), offsets
     if (file_ids == file_ids[0]).all() and (offsets[1:] - ends[:-1] <= max_gap).all() and \
             (offsets[1:] >= offsets[:-1]).all():
         # Ranges in file order, close to each other (a batch of consecutive records): one request.

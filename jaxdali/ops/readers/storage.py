@@ -17,14 +17,17 @@ upcoming batches concurrently, and ``read_ranges`` fetches many ranges of one fi
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 import re
 from typing import Any, BinaryIO, Sequence
 
+import numpy as np
+
 from jaxdali.ops.schema import OpArgumentError
 
-__all__ = ["dirname", "file_size", "is_remote", "isdir", "isfile", "join", "list_dir", "open_file", "read_file",
-           "read_range", "read_ranges", "request_granularity"]
+__all__ = ["dirname", "file_size", "is_remote", "isdir", "isfile", "join", "list_dir", "map_file", "open_file",
+           "read_file", "read_range", "read_ranges", "request_granularity"]
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 
@@ -121,6 +124,17 @@ def read_ranges(path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
             os.close(fd)
     fs, p = _fs(path)
     return fs.cat_ranges([p] * len(ranges), [o for o, _ in ranges], [o + n for o, n in ranges], on_error="raise")
+
+
+def map_file(path: str) -> np.ndarray:
+    """The whole local file at ``path`` memory-mapped, as a read-only 1-D uint8 array (slices of it are
+    zero-copy views that keep the mapping alive). The file must not shrink while mapped."""
+    if is_remote(path):
+        raise ValueError(f"map_file: {path!r} is a URL; only local files can be memory-mapped")
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return np.zeros(0, np.uint8)
+        return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
 
 
 def open_file(path: str) -> BinaryIO:

@@ -11,7 +11,7 @@ from jaxdali.ops.readers import storage
 from jaxdali.ops.readers import tfrecord_format as fmt
 from jaxdali.ops.readers.example_layout import FeatureSpans, locate_features
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
-from jaxdali.ops.readers.ranges import read_ranges
+from jaxdali.ops.readers.ranges import map_local_files, read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -72,6 +72,8 @@ class TFRecordReader(Reader):
         self.defaults = [_default(n, f) for n, f in self.features.items()]
         #: Byte layouts of recent records (see example_layout.locate_features), tried first on every batch.
         self.layouts: list = []
+        #: Local files memory-mapped unless dont_use_mmap (see ranges.read_ranges).
+        self._maps = map_local_files(paths, a["dont_use_mmap"])
         self.num_samples = len(rows)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
@@ -82,7 +84,7 @@ class TFRecordReader(Reader):
     def load(self, ctx, indices):
         sizes = self.sizes[indices]
         blob, starts = read_ranges(self.paths, self.file_id[indices], self.offsets[indices], sizes, ctx.parallel_for,
-                                   _OP)
+                                   _OP, maps=self._maps)
         buf = np.frombuffer(blob, dtype=np.uint8)
         lengths = buf[starts[:, None] + np.arange(8)].view("<u8").ravel()
         stale = np.flatnonzero(lengths != sizes - fmt.FRAME_OVERHEAD)

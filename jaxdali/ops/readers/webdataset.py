@@ -9,7 +9,7 @@ import numpy as np
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers import wds_index
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
-from jaxdali.ops.readers.ranges import read_ranges
+from jaxdali.ops.readers.ranges import map_local_files, read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 from jaxdali.types import to_dali_type, to_numpy_type
@@ -78,6 +78,8 @@ class WebdatasetReader(Reader):
         self.present = np.asarray(chosen, dtype=bool)
         #: Each sample's source_info per output, as DALI gives it: "<archive>:<offset>:<member name>".
         self.sources = sources
+        #: Local archives memory-mapped unless dont_use_mmap (see ranges.read_ranges).
+        self._maps = map_local_files(paths, a["dont_use_mmap"])
         self.num_samples = len(sample_file)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
@@ -115,7 +117,7 @@ class WebdatasetReader(Reader):
         sample = indices[rows]
         sizes = self.sizes[sample, cols]
         blob, starts = read_ranges(self.paths, self.sample_file[sample], self.offsets[sample, cols], sizes,
-                                   ctx.parallel_for, _OP)
+                                   ctx.parallel_for, _OP, maps=self._maps)
         buf = np.frombuffer(blob, dtype=np.uint8)
         ends = starts + sizes
         sources = self.sources
