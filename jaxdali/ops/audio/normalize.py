@@ -14,10 +14,11 @@ from jaxdali.ops.convert import round_half_away
 __all__ = ["to_unit_range", "from_unit_range", "convert_normalized"]
 
 
-def to_unit_range(x: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
-    """``x`` as float (``dtype``, default float32), integers scaled to -1..1; floats are kept as they are."""
+def to_unit_range(x: np.ndarray, dtype: np.dtype | None = None, source: np.dtype | None = None) -> np.ndarray:
+    """``x`` as float (``dtype``, default float32) in -1..1: values of an integer ``source`` type (by
+    default ``x``'s own type) are scaled down; float sources are kept as they are."""
     out_dtype = np.dtype(dtype or np.float32)
-    src = np.dtype(x.dtype)
+    src = np.dtype(source or x.dtype)
     if src.kind == "f":
         return x.astype(out_dtype, copy=False)
     info = np.iinfo(src)
