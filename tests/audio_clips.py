@@ -67,3 +67,24 @@ def write_clips(video: pathlib.Path, folder: pathlib.Path) -> dict[str, pathlib.
         paths[name] = folder / name
         _encode(paths[name], planar, rate, layout, spec)
     return paths
+
+
+def chirp(length: int, rate: int = 16000, start_hz: float = 300.0, sweep_hz: float = 4000.0) -> np.ndarray:
+    """A float32 frequency sweep in -0.4..0.4 (small synthetic audio for argument and contract tests)."""
+    t = np.arange(length) / rate
+    return (0.4 * np.sin(2 * np.pi * (start_hz + sweep_hz * t) * t)).astype(np.float32)
+
+
+def wav_bytes(signal: np.ndarray, rate: int) -> np.ndarray:
+    """``signal`` (float, -1..1, mono) encoded as a 16-bit PCM WAV file, as uint8 bytes."""
+    import io
+    import wave
+
+    pcm = np.clip(np.round(signal * 32767), -32768, 32767).astype("<i2")
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(pcm.tobytes())
+    return np.frombuffer(buffer.getvalue(), np.uint8)

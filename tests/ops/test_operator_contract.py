@@ -38,6 +38,7 @@ from jaxdali.ops.schema import REQUIRED, OpSchema, registry
 from jaxdali.ops.graph import add_op
 from jaxdali.pipeline.device_stage import narrow_for_jax
 from jaxdali.tools import tfrecord2idx
+from tests.audio_clips import chirp, wav_bytes
 
 lmdb = pytest.importorskip("lmdb")
 array_record_module = pytest.importorskip("array_record.python.array_record_module")
@@ -262,6 +263,11 @@ VERTICES = [np.arange(20, dtype=np.float32).reshape(10, 2), np.ones((4, 2), np.f
             np.arange(18, dtype=np.float32).reshape(9, 2)]
 MASK_IDS = [np.array(ids, np.int32) for ids in ([2, 0], [5], [0, 1])]
 BLUR_KERNEL = [np.full((3, 3), 1 / 9, np.float32)] * BATCH
+# Audio: 1-D signals of different lengths, as WAV files, and their (257, t) power spectrograms ("ft").
+SIGNALS = [chirp(n) for n in (900, 640, 1200)]
+WAVS = [wav_bytes(s, 16000) for s in SIGNALS]
+SPECTRA = [np.abs(np.fft.rfft(s[:512 * (len(s) // 512)].reshape(-1, 512), axis=1)).T.astype(np.float32) ** 2
+           for s in SIGNALS]
 
 
 CASES: dict[str, Case] = {
@@ -356,6 +362,17 @@ CASES: dict[str, Case] = {
     "transforms.scale": Case(_no_inputs, lambda data, dev: {"scale": [2.0, 3.0]}),
     "transforms.shear": Case(_no_inputs, lambda data, dev: {"shear": [0.5, 0.25]}),
     "transforms.translation": Case(_no_inputs, lambda data, dev: {"offset": [1.5, -2.25]}),
+    "decoders.audio": Case(_fixed(WAVS), lambda data, dev: {"sample_rate": 8000.0}),
+    "audio_decoder": Case(_fixed(WAVS)),
+    "audio_resample": Case(_fixed(SIGNALS), lambda data, dev: {"scale": 1.5}),
+    "preemphasis_filter": Case(_fixed(SIGNALS)),
+    "power_spectrum": Case(_fixed(SIGNALS), lambda data, dev: {"nfft": 256}),
+    "spectrogram": Case(_fixed(SIGNALS), lambda data, dev: {"window_length": 128, "window_step": 64}),
+    "mel_filter_bank": Case(_fixed(SPECTRA, layouts=("ft",)), lambda data, dev: {"nfilter": 20,
+                                                                                  "sample_rate": 16000.0}),
+    "to_decibels": Case(_fixed(SPECTRA, layouts=("ft",))),
+    "mfcc": Case(_fixed(SPECTRA, layouts=("ft",)), lambda data, dev: {"n_mfcc": 13}),
+    "nonsilent_region": Case(_fixed(SIGNALS), lambda data, dev: {"window_length": 64, "cutoff_db": -20.0}),
 }
 
 
