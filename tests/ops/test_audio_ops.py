@@ -4,6 +4,8 @@ answer is known (a sine's frequency, a tone between silences)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,10 @@ def test_more_threads_give_the_same_features():
     two, = run(graph, batch_size=3, num_threads=2)
     for a, b in zip(one, two):
         np.testing.assert_array_equal(a, b)
+
+
+def test_without_any_decoding_library_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(codec, "soundfile", None)
+    monkeypatch.setitem(sys.modules, "av", None)  # ``import av`` fails
+    with pytest.raises(ImportError, match=r"soundfile \(libsndfile\) or PyAV .*jaxdali\[audio\]"):
+        run(lambda: fn.decoders.audio(feed([wav_bytes(s, RATE) for s in SIGNAL])))

@@ -43,6 +43,11 @@ def decode(data: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, float]:
             reasons.append(f"libsndfile: {e}")
     try:
         samples, rate = _decode_av(data)
+    except ImportError:
+        if soundfile is None:
+            raise ImportError("decoding audio needs soundfile (libsndfile) or PyAV (FFmpeg): "
+                              "pip install 'jaxdali[audio]'") from None
+        raise AudioDecodeError("; ".join(reasons + ["FFmpeg: PyAV is not installed"])) from None
     except Exception as e:  # noqa: BLE001 - every FFmpeg failure becomes one decode error
         reasons.append(f"FFmpeg: {e}")
         raise AudioDecodeError("; ".join(reasons)) from None
