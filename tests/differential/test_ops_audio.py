@@ -61,8 +61,10 @@ def assert_near(ours: list[Output], theirs: list[Output], rel: float = 0.0) -> N
 LOSSLESS = [name for name in CLIPS if not name.endswith(".ogg")]
 
 # (arguments, atol for FLOAT / INT16 / INT32 outputs of the lossless files). Without resampling or
-# downmixing libsndfile's samples are returned as they are: exact. Resampling sums 32 float32 products
-# (order differs: ~1 ulp); downmixed INT32 is scaled from float32 (below one float32 step, 128).
+# downmixing libsndfile's samples are returned as they are: exact. Resampling puts each output at its exact
+# input position where DALI advances positions in float32 steps (``jaxdali.ops.audio.sinc``): 1e-4 of
+# full scale (3e-4 of a sample's peak) for ratios not exact in float32 (48 kHz -> 16 kHz is exact: 1e-7), 1 LSB for INT16;
+# downmixed INT32 is scaled from float32 (below one float32 step, 128).
 DECODE_CASES = {
     "plain": ({}, 0),
     "int16": ({"dtype": "INT16"}, 0),
@@ -70,9 +72,9 @@ DECODE_CASES = {
     "downmix": ({"downmix": True}, 1e-7),
     "downmix_int16": ({"downmix": True, "dtype": "INT16"}, 0),
     "downmix_int32": ({"downmix": True, "dtype": "INT32"}, 128),
-    "resample": ({"sample_rate": 16000.0}, 2e-7),
+    "resample": ({"sample_rate": 16000.0}, 1e-4),
     "resample_downmix_int16": ({"sample_rate": 22050.0, "downmix": True, "dtype": "INT16"}, 1),
-    "resample_low_quality": ({"sample_rate": 44100.0, "quality": 10.0}, 2e-7),
+    "resample_low_quality": ({"sample_rate": 44100.0, "quality": 10.0}, 1e-4),
 }
 
 
@@ -115,7 +117,7 @@ def test_per_sample_target_rates_match_dali(clips):
         return fn.decoders.audio(encoded, sample_rate=rate, downmix=True)
 
     ours, theirs = run_both(body, [batch, rates])
-    assert_near(ours, theirs, 2e-6)
+    assert_near(ours, theirs, 3e-4)
 
 
 # -- audio_resample -------------------------------------------------------------------------------
@@ -131,10 +133,11 @@ RESAMPLE_CASES = {
 
 @pytest.mark.parametrize("case", sorted(RESAMPLE_CASES))
 def test_resampling_matches_dali(signals, case):
-    """Float32 sums of the same products in another order: within 1e-5 of the signal's peak."""
+    """Exact input positions here, float32-stepped ones in DALI: within 3e-4 of the signal's peak (1e-6 where
+    the ratio is exact in float32)."""
     args = RESAMPLE_CASES[case]
     ours, theirs = run_both(lambda fn, types, x: fn.audio_resample(x, **args), [signals])
-    assert_near(ours, theirs, 1e-5)
+    assert_near(ours, theirs, 1e-6 if case == "rates_down" else 3e-4)
 
 
 def test_resampling_keeps_channels_and_integer_types_like_dali(clips):
@@ -150,8 +153,9 @@ def test_resampling_keeps_channels_and_integer_types_like_dali(clips):
                 fn.audio_resample(x, scale=0.5, dtype=types.FLOAT))
 
     ours, theirs = run_both(body, [(batch, "tc")])
-    assert_near(ours[:1], theirs[:1])                 # INT16 in, INT16 out: rounded the same way
-    assert_near(ours[1:], theirs[1:], 1e-5)
+    for a, b in zip(ours[0], theirs[0]):             # INT16 in, INT16 out: within 1 LSB
+        assert a.shape == b.shape and a.dtype == b.dtype and np.abs(a.astype(np.int32) - b).max() <= 1
+    assert_near(ours[1:], theirs[1:], 1e-6)           # 48 kHz -> 24 kHz: exact positions in both
 
 
 # -- preemphasis_filter ---------------------------------------------------------------------------

@@ -75,8 +75,9 @@ _DOC = ("Decodes encoded audio files (WAV, FLAC, Ogg Vorbis/Opus, AIFF, MP3, ...
         "containers through FFmpeg) into (length, channels) samples, or (length,) with `downmix`, and "
         "outputs the sample rate as a second output. With `sample_rate` the audio is resampled by a "
         "windowed-sinc filter whose width follows `quality`.\n\n.. note:: Bit-exact with DALI 2.4 on PCM, "
-        "FLAC and downmixed data; within 1e-6 (float32 summation) when resampling; Ogg Vorbis within the "
-        "codec library's rounding (1 LSB for INT16). Files libsndfile cannot read (AAC, MP4 audio) are "
+        "FLAC and downmixed data; Ogg Vorbis within the codec library's rounding (1 LSB for INT16). When "
+        "resampling, within 1e-4 of full scale: outputs sit at their exact input positions, which DALI "
+        "advances in float32 steps. Files libsndfile cannot read (AAC, MP4 audio) are "
         "decoded with FFmpeg where DALI fails.")
 _ARGS = (
     Arg("sample_rate", "float", 0.0, "Target sample rate in Hz (0: keep the file's rate).", tensor=True, min=0),
