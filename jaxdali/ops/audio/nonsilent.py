@@ -25,10 +25,16 @@ _INPUT_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64",
 
 def short_term_power(signal: np.ndarray, window: int) -> np.ndarray:
     """Mean of squares over the ``window`` samples ending at each sample (zeros before the start)."""
-    sq = np.square(signal.astype(np.float64))
-    total = np.concatenate([[0.0], np.cumsum(sq)])
-    ends = np.arange(1, signal.size + 1)
-    return (total[ends] - total[np.maximum(ends - window, 0)]) / window
+    total = np.empty(signal.size + 1)
+    total[0] = 0.0
+    np.cumsum(np.square(signal, dtype=np.float64), out=total[1:])
+    power = np.empty(signal.size)
+    head = min(window, signal.size)  # windows that start before the signal: their sums start at 0
+    power[:head] = total[1:head + 1]
+    if signal.size > window:
+        np.subtract(total[window + 1:], total[1:signal.size - window + 1], out=power[head:])
+    power *= 1.0 / window
+    return power
 
 
 class NonsilentRegion(Operator):
@@ -62,10 +68,12 @@ class NonsilentRegion(Operator):
             for i in range(lo, hi):
                 power = short_term_power(samples[i], window)
                 ref = reference if reference > 0 or not power.size else power.max()
-                loud = np.flatnonzero(power >= ref * ratio)  # all of a silent signal when ref is 0
-                if loud.size:
-                    begin[i] = max(loud[0] - window + 1, 0)
-                    length[i] = loud[-1] + 1 - begin[i]
+                loud = power >= ref * ratio  # all of a silent signal when ref is 0
+                first = int(np.argmax(loud))
+                if loud.size and loud[first]:
+                    last = loud.size - 1 - int(np.argmax(loud[::-1]))
+                    begin[i] = max(first - window + 1, 0)
+                    length[i] = last + 1 - begin[i]
 
         ctx.parallel_for(work, n)
         return [TensorListCPU(begin, ""), TensorListCPU(length, "")]

@@ -1,8 +1,9 @@
 """The FFT operators: ``fn.power_spectrum`` (one transform along an axis) and ``fn.spectrogram``
 (short-time transform of a 1-D signal).
 
-Frames are strided views of the (padded) signal, windowed and transformed by one ``numpy.fft.rfft``
-per sample over all its frames at once; no per-frame Python.
+Frames are strided views of the (padded) signal, windowed and transformed by one ``scipy.fft.rfft``
+per sample over all its frames at once; no per-frame Python. (SciPy, which JAX requires, transforms
+float32 in float32, several times faster than ``numpy.fft``, which works in float64.)
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import scipy.fft
 from numpy.lib.stride_tricks import as_strided
 
 from jaxdali.ops.layouts import sample_name
@@ -57,7 +59,7 @@ class PowerSpectrum(Operator):
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
                 n = nfft or samples[i].shape[axis]
-                out[i] = magnitude(np.fft.rfft(samples[i], n=n, axis=axis), power)
+                out[i] = magnitude(scipy.fft.rfft(samples[i], n=n, axis=axis), power)
 
         ctx.parallel_for(work, len(samples))
         return TensorListCPU(out, x.layout())
@@ -116,7 +118,7 @@ class Spectrogram(Operator):
                                  f"'window_length' ({length})")
             count = (signal.size - length) // step + 1
         frames = as_strided(signal, (count, length), (signal.strides[0] * step, signal.strides[0]), writeable=False)
-        spectrum = magnitude(np.fft.rfft(frames * self._window, n=self._nfft, axis=1), self.args["power"])
+        spectrum = magnitude(scipy.fft.rfft(frames * self._window, n=self._nfft, axis=1), self.args["power"])
         return spectrum if self.args["layout"] == "tf" else np.ascontiguousarray(spectrum.T)
 
 
@@ -124,12 +126,15 @@ def _pad(signal: np.ndarray, before: int, after: int, reflect: bool) -> np.ndarr
     """``signal`` extended by ``before``/``after`` samples: mirrored (without repeating the edge sample,
     as often as needed) or zeros."""
     after = max(after, 0)
-    if not reflect or signal.size < 2:
-        return np.pad(signal, (before, after))
-    idx = np.arange(-before, signal.size + after)
-    period = 2 * (signal.size - 1)
-    idx = np.abs(idx) % period
-    return signal[np.where(idx >= signal.size, period - idx, idx)]
+    out = np.zeros(before + signal.size + after, signal.dtype)
+    out[before:before + signal.size] = signal
+    if reflect and signal.size > 1:
+        period = 2 * (signal.size - 1)
+        for idx, part in ((np.arange(-before, 0), slice(0, before)),
+                          (np.arange(signal.size, signal.size + after), slice(before + signal.size, None))):
+            idx = np.abs(idx) % period
+            out[part] = signal[np.where(idx >= signal.size, period - idx, idx)]
+    return out
 
 
 POWER_SPECTRUM = register(OpSchema(
