@@ -3,7 +3,7 @@
 The builders ignore the photos: their input is real audio, the soundtrack of the shared Big Buck Bunny
 clip (AAC 5.1, 48 kHz, 5.3 s), decoded once with PyAV into a batch of 32 one-second excerpts (mono
 float32 signals, 48000 samples), their 16-bit WAV encodings (the decoder's input), and their mel
-spectrograms (the input of ``to_decibels`` and ``mfcc``). Each case feeds them with an
+spectrograms (the input of ``to_decibels`` and ``mfcc``). Each case feeds them with a per-sample
 ``external_source`` of its own.
 """
 
@@ -56,7 +56,9 @@ def mel_spectra() -> list[np.ndarray]:
 
 
 def _feed(fn, samples, layout=""):
-    return fn.external_source(source=lambda: samples, batch=True, layout=layout)
+    """One sample per call (the pipeline's batch size, whatever it is), cycling through ``samples``."""
+    return fn.external_source(source=lambda info: samples[info.idx_in_batch % len(samples)], batch=False,
+                              layout=layout)
 
 
 def _signals(fn):
@@ -68,7 +70,7 @@ CASES = {
     "decoders.audio_resample": lambda fn, images: fn.decoders.audio(_feed(fn, wav_files()), sample_rate=16000.0)[0],
     "audio_resample": lambda fn, images: fn.audio_resample(_signals(fn), in_rate=48000.0, out_rate=16000.0),
     "preemphasis_filter": lambda fn, images: fn.preemphasis_filter(_signals(fn)),
-    "power_spectrum": lambda fn, images: fn.power_spectrum(_feed(fn, [s[:16384] for s in excerpts()])),
+    "power_spectrum": lambda fn, images: fn.power_spectrum(_feed(fn, [s[:16384].copy() for s in excerpts()])),
     "spectrogram": lambda fn, images: fn.spectrogram(_signals(fn), window_length=512, window_step=256, nfft=512),
     "mel_filter_bank": lambda fn, images: fn.mel_filter_bank(
         fn.spectrogram(_signals(fn), window_length=512, window_step=256), sample_rate=48000.0, nfilter=64),
