@@ -109,6 +109,7 @@ def test_without_soundfile_wav_decodes_through_ffmpeg_to_the_same_samples(monkey
     encoded = [wav_bytes(s, RATE) for s in SIGNAL]
     expected = run(lambda: fn.decoders.audio(feed(encoded), dtype=types.INT16))
     monkeypatch.setattr(codec, "soundfile", None)
+    monkeypatch.setattr(codec, "_pcm16_wav", lambda data: None)  # not read directly either
     fallback = run(lambda: fn.decoders.audio(feed(encoded), dtype=types.INT16))
     for a, b in zip(expected[0], fallback[0]):
         np.testing.assert_array_equal(a, b)
@@ -195,7 +196,44 @@ def test_more_threads_give_the_same_features():
 
 
 def test_without_any_decoding_library_the_error_says_what_to_install(monkeypatch):
+    import io
+
+    import soundfile
+
+    flac = []
+    for s in SIGNAL:  # 16-bit WAV would be read without a library
+        buffer = io.BytesIO()
+        soundfile.write(buffer, s, RATE, format="FLAC")
+        flac.append(np.frombuffer(buffer.getvalue(), np.uint8))
     monkeypatch.setattr(codec, "soundfile", None)
     monkeypatch.setitem(sys.modules, "av", None)  # ``import av`` fails
     with pytest.raises(ImportError, match=r"soundfile \(libsndfile\) or PyAV .*jaxdali\[audio\]"):
-        run(lambda: fn.decoders.audio(feed([wav_bytes(s, RATE) for s in SIGNAL])))
+        run(lambda: fn.decoders.audio(feed(flac)))
+
+
+@pytest.mark.parametrize("container", ["WAV", "WAVEX"])
+@pytest.mark.parametrize("subtype", ["PCM_16", "PCM_24", "FLOAT"])
+def test_wav_files_read_directly_equal_libsndfile(container, subtype):
+    """16-bit PCM WAV (plain and extensible) skips libsndfile; every type must come out as libsndfile's."""
+    import io
+
+    import soundfile
+
+    signal = np.stack([chirp(1001), -chirp(1001), chirp(1001, start_hz=50.0)], axis=1)
+    buffer = io.BytesIO()
+    soundfile.write(buffer, signal, 8000, format=container, subtype=subtype)
+    encoded = np.frombuffer(buffer.getvalue(), np.uint8)
+    assert (codec._pcm16_wav(encoded) is not None) == (subtype == "PCM_16")
+    for dtype in ("float32", "int16", "int32"):
+        expected, rate = soundfile.read(io.BytesIO(encoded.tobytes()), dtype=dtype, always_2d=True)
+        got, got_rate = codec.decode(encoded, np.dtype(dtype))
+        assert got.dtype == expected.dtype and got_rate == rate
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_a_wav_whose_data_chunk_runs_past_the_file_goes_to_libsndfile():
+    encoded = wav_bytes(SIGNAL[0], RATE)
+    cut = encoded[:-100]  # the header still announces all the samples
+    assert codec._pcm16_wav(cut) is None
+    samples, rate = codec.decode(cut, np.dtype(np.int16))
+    assert rate == RATE and samples.shape == ((len(cut) - 44) // 2, 1)
