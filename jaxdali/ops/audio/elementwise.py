@@ -42,15 +42,20 @@ class PreemphasisFilter(Operator):
 
 
 def decibels(x: np.ndarray, multiplier: float, reference: float | None, cutoff_db: float) -> np.ndarray:
-    """``multiplier * log10(max(x / reference, 10 ** (cutoff_db / multiplier)))`` in float32; the
-    reference defaults to the maximum of ``x`` (1 when that is not positive)."""
+    """``multiplier * log10(max(x / reference, 10 ** (cutoff_db / multiplier)))`` in float32 for a batch
+    ``x`` (samples first); the reference defaults to each sample's maximum (1 when that is not positive)."""
     x = x.astype(np.float32, copy=False)
     if reference is None:
-        peak = float(x.max()) if x.size else 0.0
-        reference = peak if peak > 0 else 1.0
+        flat = x.reshape(len(x), -1)
+        peak = flat.max(axis=1) if flat.shape[1] else np.zeros(len(x), np.float32)
+        scale = (np.float32(1) / np.where(peak > 0, peak, np.float32(1))).reshape((-1,) + (1,) * (x.ndim - 1))
+    else:
+        scale = np.float32(1.0 / reference)
     floor = np.float32(10.0 ** (cutoff_db / multiplier))
-    ratio = np.maximum(x * np.float32(1.0 / reference), floor)
-    return np.log10(ratio, out=ratio) * np.float32(multiplier)
+    ratio = np.maximum(x * scale, floor)
+    np.log10(ratio, out=ratio)
+    ratio *= np.float32(multiplier)
+    return ratio
 
 
 class ToDecibels(Operator):
@@ -61,12 +66,14 @@ class ToDecibels(Operator):
         if x.np_dtype != np.float32:
             raise TypeError(f"fn.to_decibels: the input must be FLOAT (float32), got {x.np_dtype}")
         reference = self.args["reference"] or None
+        dense = x.dense()
         samples = x.samples()
         out: list = [None] * len(samples)
 
-        def work(lo: int, hi: int) -> None:
-            for i in range(lo, hi):
-                out[i] = decibels(samples[i], self.args["multiplier"], reference, self.args["cutoff_db"])
+        def work(lo: int, hi: int) -> None:  # a dense chunk at once, else sample by sample
+            chunks = [dense[lo:hi]] if dense is not None else [s[None] for s in samples[lo:hi]]
+            results = [decibels(c, self.args["multiplier"], reference, self.args["cutoff_db"]) for c in chunks]
+            out[lo:hi] = [r for c in results for r in c]
 
         ctx.parallel_for(work, len(samples))
         return TensorListCPU(out, x.layout())
