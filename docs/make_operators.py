@@ -58,6 +58,12 @@ NOTES = {
     "random.uniform": "Counter-based generator: same distribution as DALI, different values.",
     "random.normal": "Counter-based generator: same distribution as DALI, different values.",
     "random.choice": "Counter-based generator: same distribution as DALI, different values.",
+    "decoders.audio": "Resampled outputs sit at exact input positions (DALI steps them in float32: within 1e-4 "
+                      "of full scale); files libsndfile cannot read (AAC, MP4) are decoded with FFmpeg.",
+    "audio_decoder": "As decoders.audio.",
+    "audio_resample": "Exact input positions (DALI steps them in float32: within 3e-4 of the peak).",
+    "preemphasis_filter": "A one-sample signal with border='reflect' uses clamp (DALI reads past the sample).",
+    "nonsilent_region": "Short-term power summed in float64 (`reset_interval` is validated only).",
 }
 
 
