@@ -255,3 +255,18 @@ def test_nonsilent_region_matches_dali_exactly(signals, args):
     ours, theirs = run_both(body, [signals, ints, silence])
     assert_near(ours, theirs)
     assert all(o.dtype == np.int32 and o.shape == () for out in ours for o in out)
+
+
+def test_trimming_silence_with_slice_matches_dali(signals):
+    """DALI's recipe ``fn.slice(audio, *fn.nonsilent_region(audio), axes=[0])``: the int32 begin and length
+    are absolute coordinates although ``normalized_anchor``/``normalized_shape`` default to True."""
+    quiet = np.zeros(3000, np.float32)
+    batch = [np.concatenate([quiet, s, quiet]) for s in signals]
+
+    def body(fn, types, x):
+        begin, length = fn.nonsilent_region(x, cutoff_db=-30.0, window_length=256)
+        return fn.slice(x, begin, length, axes=[0])
+
+    ours, theirs = run_both(body, [batch])
+    assert_near(ours, theirs)
+    assert all(len(t) < len(b) for t, b in zip(ours[0], batch))
