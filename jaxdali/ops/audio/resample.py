@@ -29,8 +29,8 @@ class AudioResample(Operator):
 
     def __init__(self, node, build):
         super().__init__(node, build)
-        given = {name for name in ("in_rate", "out_rate", "scale", "out_length") if name in node.args
-                 and node.args[name] is not None or name in node.arg_inputs}
+        given = {name for name in ("in_rate", "out_rate", "scale", "out_length")
+                 if node.args.get(name) is not None or name in node.arg_inputs}
         rates = {"in_rate", "out_rate"} & given
         if len(rates) == 1:
             raise OpArgumentError(f"fn.{_OP}: arguments 'in_rate' and 'out_rate' must be given together "
