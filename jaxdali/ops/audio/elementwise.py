@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpSchema, register
@@ -41,9 +42,11 @@ class PreemphasisFilter(Operator):
         return TensorListCPU(out, x.layout())
 
 
-def decibels(x: np.ndarray, multiplier: float, reference: float | None, cutoff_db: float) -> np.ndarray:
+def decibels(x: np.ndarray, multiplier: float, reference: float | None, cutoff_db: float,
+             out: np.ndarray | None = None) -> np.ndarray:
     """``multiplier * log10(max(x / reference, 10 ** (cutoff_db / multiplier)))`` in float32 for a batch
-    ``x`` (samples first); the reference defaults to each sample's maximum (1 when that is not positive)."""
+    ``x`` (samples first), into ``out`` when given; the reference defaults to each sample's maximum (1 when
+    that is not positive)."""
     x = x.astype(np.float32, copy=False)
     if reference is None:
         flat = x.reshape(len(x), -1)
@@ -52,7 +55,8 @@ def decibels(x: np.ndarray, multiplier: float, reference: float | None, cutoff_d
     else:
         scale = np.float32(1.0 / reference)
     floor = np.float32(10.0 ** (cutoff_db / multiplier))
-    ratio = np.maximum(x * scale, floor)
+    ratio = np.multiply(x, scale, out=out)
+    np.maximum(ratio, floor, out=ratio)
     np.log10(ratio, out=ratio)
     ratio *= np.float32(multiplier)
     return ratio
@@ -66,16 +70,24 @@ class ToDecibels(Operator):
         if x.np_dtype != np.float32:
             raise TypeError(f"fn.to_decibels: the input must be FLOAT (float32), got {x.np_dtype}")
         reference = self.args["reference"] or None
+        multiplier, cutoff = self.args["multiplier"], self.args["cutoff_db"]
         dense = x.dense()
+        if dense is not None:  # chunks of the batch at once, into one output batch
+            result = owned_empty(dense.shape, np.float32)
+
+            def work(lo: int, hi: int) -> None:
+                decibels(dense[lo:hi], multiplier, reference, cutoff, out=result[lo:hi])
+
+            ctx.parallel_for(work, len(dense))
+            return TensorListCPU(result, x.layout())
         samples = x.samples()
         out: list = [None] * len(samples)
 
-        def work(lo: int, hi: int) -> None:  # a dense chunk at once, else sample by sample
-            chunks = [dense[lo:hi]] if dense is not None else [s[None] for s in samples[lo:hi]]
-            results = [decibels(c, self.args["multiplier"], reference, self.args["cutoff_db"]) for c in chunks]
-            out[lo:hi] = [r for c in results for r in c]
+        def each(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                out[i] = decibels(samples[i][None], multiplier, reference, cutoff)[0]
 
-        ctx.parallel_for(work, len(samples))
+        ctx.parallel_for(each, len(samples))
         return TensorListCPU(out, x.layout())
 
 

@@ -69,10 +69,10 @@ class _Edge:
     """One weight per bin for the bins in ``bins``, summed into filter ``filters[k]`` over the bins
     ``bins[starts[k]:starts[k + 1]]``."""
 
-    bins: np.ndarray
+    bins: np.ndarray | slice
     weights: np.ndarray
     starts: np.ndarray
-    filters: np.ndarray
+    filters: np.ndarray | slice
 
 
 @functools.lru_cache(maxsize=32)
@@ -93,8 +93,15 @@ def _edges(nfilter: int, bins: int, *band) -> tuple[_Edge, ...]:
             continue
         f = filters[sel]
         starts = np.flatnonzero(np.concatenate([[True], f[1:] != f[:-1]]))
-        edges.append(_Edge(sel, bank[f, sel][:, None], starts, f[starts]))
+        edges.append(_Edge(_as_slice(sel), bank[f, sel][:, None], starts, _as_slice(f[starts])))
     return tuple(edges)
+
+
+def _as_slice(index: np.ndarray) -> np.ndarray | slice:
+    """A run of consecutive indices as a slice (a view, not a gather); other index arrays as they are."""
+    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
 
 
 def apply_bank(spectrum: np.ndarray, nfilter: int, *band) -> np.ndarray:
