@@ -83,6 +83,12 @@ NOTES = {
     "decoders.numpy": "Also reads .npy versions 2.0/3.0 and big-endian data (DALI refuses them).",
     "readers.mxnet": "`shuffle_after_epoch` reshuffles all records (DALI: the order of whole files).",
     "readers.sequence": "Each sample's source info is its first frame's path (DALI gives none).",
+    "decoders.audio": "Resampled outputs sit at exact input positions (DALI steps them in float32: within 1e-4 "
+                      "of full scale); files libsndfile cannot read (AAC, MP4) are decoded with FFmpeg.",
+    "audio_decoder": "As decoders.audio.",
+    "audio_resample": "Exact input positions (DALI steps them in float32: within 3e-4 of the peak).",
+    "preemphasis_filter": "A one-sample signal with border='reflect' uses clamp (DALI reads past the sample).",
+    "nonsilent_region": "Short-term power summed in float64 (`reset_interval` is validated only).",
 }
 
 

@@ -39,6 +39,7 @@ from jaxdali.ops.schema import REQUIRED, OpSchema, registry
 from jaxdali.ops.graph import add_op
 from jaxdali.pipeline.device_stage import narrow_for_jax
 from jaxdali.tools import tfrecord2idx
+from tests.audio_clips import chirp, wav_bytes
 
 lmdb = pytest.importorskip("lmdb")
 array_record_module = pytest.importorskip("array_record.python.array_record_module")
@@ -296,6 +297,11 @@ BLUR_KERNEL = [np.full((3, 3), 1 / 9, np.float32)] * BATCH
 # .npy files and LZ4 blocks of small arrays, as bytes (the inputs of decoders.numpy and decoders.inflate).
 NPY_BYTES = [np.frombuffer(_npy_bytes(f), np.uint8) for f in FLOATS]
 LZ4_BLOCKS = [np.frombuffer(_lz4_block(s.tobytes()), np.uint8) for s in SEQUENCES[:1] * BATCH]
+# Audio: 1-D signals of different lengths, as WAV files, and their (257, t) power spectrograms ("ft").
+SIGNALS = [chirp(n) for n in (900, 640, 1200)]
+WAVS = [wav_bytes(s, 16000) for s in SIGNALS]
+SPECTRA = [np.abs(np.fft.rfft(s[:512 * (len(s) // 512)].reshape(-1, 512), axis=1)).T.astype(np.float32) ** 2
+           for s in SIGNALS]
 
 
 CASES: dict[str, Case] = {
@@ -402,6 +408,17 @@ CASES: dict[str, Case] = {
     "readers.sequence": _source(file_root=lambda data: data.frame_streams, sequence_length=2),
     "decoders.numpy": Case(_fixed(NPY_BYTES)),
     "decoders.inflate": Case(_fixed(LZ4_BLOCKS), lambda data, dev: {"shape": list(SEQUENCES[0].shape)}),
+    "decoders.audio": Case(_fixed(WAVS), lambda data, dev: {"sample_rate": 8000.0}),
+    "audio_decoder": Case(_fixed(WAVS)),
+    "audio_resample": Case(_fixed(SIGNALS), lambda data, dev: {"scale": 1.5}),
+    "preemphasis_filter": Case(_fixed(SIGNALS)),
+    "power_spectrum": Case(_fixed(SIGNALS), lambda data, dev: {"nfft": 256}),
+    "spectrogram": Case(_fixed(SIGNALS), lambda data, dev: {"window_length": 128, "window_step": 64}),
+    "mel_filter_bank": Case(_fixed(SPECTRA, layouts=("ft",)), lambda data, dev: {"nfilter": 20,
+                                                                                  "sample_rate": 16000.0}),
+    "to_decibels": Case(_fixed(SPECTRA, layouts=("ft",))),
+    "mfcc": Case(_fixed(SPECTRA, layouts=("ft",)), lambda data, dev: {"n_mfcc": 13}),
+    "nonsilent_region": Case(_fixed(SIGNALS), lambda data, dev: {"window_length": 64, "cutoff_db": -20.0}),
 }
 
 

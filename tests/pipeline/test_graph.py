@@ -23,6 +23,7 @@ from jaxdali.ops import graph as node_graph
 from jaxdali.ops.schema import OpArgumentError, registry
 from jaxdali.tensors import TensorListCPU, TensorListGPU
 from tests.run_once import run_once
+from tests.audio_clips import chirp, wav_bytes
 
 
 def run_graph(make, batch_size=2, device_id=None):
@@ -623,6 +624,16 @@ DALI_ARGUMENT_INPUTS = {
     "segmentation.select_masks": set(),
     "segmentation.random_mask_pixel": {"foreground", "threshold", "value"},
     "segmentation.random_object_bbox": {"background", "classes", "class_weights", "foreground_prob", "threshold"},
+    "decoders.audio": {"sample_rate"},
+    "audio_decoder": {"sample_rate"},
+    "audio_resample": {"in_rate", "out_rate", "scale", "out_length"},
+    "preemphasis_filter": {"preemph_coeff"},
+    "power_spectrum": set(),
+    "spectrogram": set(),
+    "mel_filter_bank": set(),
+    "to_decibels": set(),
+    "mfcc": set(),
+    "nonsilent_region": set(),
 }
 
 
@@ -699,6 +710,10 @@ def _tiny_video() -> np.ndarray:
         for packet in stream.encode():
             out.mux(packet)
     return np.frombuffer(buffer.getvalue(), np.uint8)
+
+
+WAV = wav_bytes(chirp(400), 16000)
+SIGNAL = chirp(40)
 
 
 # (operator, input batch or None, layout, fixed arguments, argument, value, another value, dtype of the node)
@@ -960,6 +975,13 @@ ARGUMENT_INPUT_CASES += [
      1.0, 0.0, F32),
     ("segmentation.random_object_bbox", MASK, "", {"seed": 5, "format": "box", "classes": [2]}, "threshold",
      [1, 1], [3, 3], I32),
+    ("decoders.audio", WAV, "", {}, "sample_rate", 8000.0, 12000.0, F32),
+    ("audio_decoder", WAV, "", {}, "sample_rate", 8000.0, 12000.0, F32),
+    ("audio_resample", SIGNAL, "", {"out_rate": 2.0}, "in_rate", 3.0, 1.0, F32),
+    ("audio_resample", SIGNAL, "", {"in_rate": 3.0}, "out_rate", 2.0, 4.0, F32),
+    ("audio_resample", SIGNAL, "", {}, "scale", 1.5, 0.5, F32),
+    ("audio_resample", SIGNAL, "", {}, "out_length", 30, 10, I32),
+    ("preemphasis_filter", SIGNAL, "", {}, "preemph_coeff", 0.5, 0.9, F32),
 ]
 
 

@@ -59,9 +59,10 @@ class SliceBox:
             anchor: Any = None, size: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """``(start, end)`` over every axis of a sample of ``shape``."""
         values: dict[str, Any] = {}
-        if self.positional:
-            values["rel_roi_start" if self.normalized[0] else "roi_start"] = anchor
-            values["rel_roi_shape" if self.normalized[1] else "roi_shape"] = size
+        if self.positional:  # as in DALI, integer inputs are absolute whatever normalized_* say
+            relative = [flag and np.asarray(v).dtype.kind == "f" for flag, v in zip(self.normalized, (anchor, size))]
+            values["rel_roi_start" if relative[0] else "roi_start"] = anchor
+            values["rel_roi_shape" if relative[1] else "roi_shape"] = size
         else:
             for k in self.given:
                 values[_ROI_NAME[k]] = args.sample_value(k, i)
@@ -141,8 +142,8 @@ SLICE_ARGS = (
     Arg("axes", "ints", None, "Axes the box arguments describe (default: [1, 0], i.e. W then H, or "
                               "`axis_names`).", tensor=True),
     Arg("axis_names", "str", None, "Axes the box arguments describe, by layout name (default 'WH')."),
-    Arg("normalized_anchor", "bool", True, "The anchor input is relative to the extents."),
-    Arg("normalized_shape", "bool", True, "The shape input is relative to the extents."),
+    Arg("normalized_anchor", "bool", True, "A float anchor input is relative to the extents (integers are absolute)."),
+    Arg("normalized_shape", "bool", True, "A float shape input is relative to the extents (integers are absolute)."),
 )
 
 SLICE = register(OpSchema(

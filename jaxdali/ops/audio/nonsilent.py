@@ -1,0 +1,94 @@
+"""``fn.nonsilent_region``: the first and last stretch of a 1-D signal louder than a threshold.
+
+The short-term power is the mean of squares over a sliding window of ``window_length`` samples
+ending at each sample (a cumulative sum, float64, so no drift and no ``reset_interval`` is needed);
+a sample is loud when that power is at least ``cutoff_db`` below the reference (the peak of the
+short-term power unless ``reference_power`` is given). Outputs are ``begin`` and ``length`` (int32
+scalars); the region starts ``window_length - 1`` samples before the first loud window end so it
+covers that window. With the default reference an all-zero signal is kept whole (everything is
+at least as loud as its 0 peak); no loud sample gives (0, 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxdali.ops.layouts import sample_name
+from jaxdali.ops.operator import Operator
+from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
+from jaxdali.tensors import TensorListCPU
+
+__all__ = ["NONSILENT_REGION", "short_term_power"]
+
+_INPUT_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32")
+
+
+def short_term_power(signal: np.ndarray, window: int) -> np.ndarray:
+    """Mean of squares over the ``window`` samples ending at each sample (zeros before the start)."""
+    total = np.empty(signal.size + 1)
+    total[0] = 0.0
+    np.cumsum(np.square(signal, dtype=np.float64), out=total[1:])
+    power = np.empty(signal.size)
+    head = min(window, signal.size)  # windows that start before the signal: their sums start at 0
+    power[:head] = total[1:head + 1]
+    if signal.size > window:
+        np.subtract(total[window + 1:], total[1:signal.size - window + 1], out=power[head:])
+    power *= 1.0 / window
+    return power
+
+
+class NonsilentRegion(Operator):
+    """(begin, length) of each signal's region above ``cutoff_db``."""
+
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        window, reset = self.args["window_length"], self.args["reset_interval"]
+        if reset != -1 and (reset <= 0 or reset % window):
+            raise OpArgumentError(f"fn.nonsilent_region: argument 'reset_interval' ({reset}) must be -1 or a "
+                                  f"positive multiple of 'window_length' ({window})")
+
+    def run(self, ctx, inputs, args):
+        (x,) = inputs
+        if x.np_dtype.name not in _INPUT_TYPES:
+            raise TypeError(f"fn.nonsilent_region: unsupported input type {x.np_dtype}; supported: "
+                            f"{', '.join(_INPUT_TYPES)}")
+        samples = x.samples()
+        n = len(samples)
+        for i, s in enumerate(samples):
+            if s.ndim != 1:
+                raise ValueError(f"fn.nonsilent_region: {sample_name(x.source_info, i)}: the input must be 1-D, "
+                                 f"got shape {s.shape}")
+        window = self.args["window_length"]
+        reference = self.args["reference_power"]
+        ratio = 10.0 ** (self.args["cutoff_db"] / 10.0)
+        begin = np.zeros(n, np.int32)
+        length = np.zeros(n, np.int32)
+
+        def work(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                power = short_term_power(samples[i], window)
+                ref = reference if reference > 0 or not power.size else power.max()
+                loud = power >= ref * ratio  # all of a silent signal when ref is 0
+                first = int(np.argmax(loud))
+                if loud.size and loud[first]:
+                    last = loud.size - 1 - int(np.argmax(loud[::-1]))
+                    begin[i] = max(first - window + 1, 0)
+                    length[i] = last + 1 - begin[i]
+
+        ctx.parallel_for(work, n)
+        return [TensorListCPU(begin, ""), TensorListCPU(length, "")]
+
+
+NONSILENT_REGION = register(OpSchema(
+    name="nonsilent_region", impl=NonsilentRegion, devices=("cpu", "gpu"), num_outputs=2,
+    doc="Finds the non-silent region of 1-D audio: outputs `begin` and `length` (int32) of the stretch whose "
+        "short-term power (mean square over `window_length` samples) is within `cutoff_db` of the reference "
+        "power (the signal's peak short-term power by default).\n\n.. note:: Same results as DALI 2.4 (the "
+        "power is summed in float64, so `reset_interval` is only validated). With device='gpu' it runs on "
+        "the host.",
+    args=(Arg("cutoff_db", "float", -60.0, "Threshold in dB below which the signal is silent."),
+          Arg("reference_power", "float", 0.0, "Reference power (0: the peak short-term power).", min=0),
+          Arg("window_length", "int", 2048, "Sliding window for the short-term power.", min=1),
+          Arg("reset_interval", "int", 8192, "DALI's running-sum reset period (a multiple of `window_length`, "
+              "or -1).")),
+))
