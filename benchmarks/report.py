@@ -136,6 +136,10 @@ def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]
         lines.append(f"| raw work, same, measured on {t} threads "
                      f"| {_median_range(raw['measured_images_per_s_all'], '.0f')} "
                      f"| {ratio(raw['measured_images_per_s'])} | | | | | | |")
+        if raw.get("one_thread_region_images_per_s"):
+            region = raw["one_thread_region_images_per_s"]
+            lines.append(f"| raw work, decoding only the crop window (nvimgcodec) + crop + resize, {t} × one-thread "
+                         f"rate | {t * region:.0f} | {ratio(t * region)} | {100 * t} | {region:.0f} | | | | |")
     return lines
 
 

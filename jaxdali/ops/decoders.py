@@ -718,10 +718,14 @@ class ImageDecoder(Operator):
         headers: dict[int, _Header] = {}
         windows: dict[int, Any] = {}
 
-        def prepare_chunk(start: int, stop: int) -> list[int]:
-            """Reads the chunk's headers and draws its windows; returns the rows left to decode."""
+        def prepare_chunk(start: int, stop: int, captured: bool = True) -> list[int]:
+            """Reads the chunk's headers and draws its windows; returns the rows left to decode. With
+            ``captured=False`` the caller captures the codecs' output and handles ImageDecodeError."""
             for i in range(start, stop):
                 datas[i] = data = _encoded(samples[i], op, i, names[i])
+                if not captured:
+                    headers[i] = _read_header(data, op, i, names[i], adjust, limit)
+                    continue
                 try:
                     headers[i] = _captured(lambda: _read_header(data, op, i, names[i], adjust, limit),
                                            _describe(op, i, names[i]), strict)
@@ -736,17 +740,36 @@ class ImageDecoder(Operator):
             windows.update(zip(rows, drawn))
             return rows
 
-        def decode_on_host(i: int):
+        def decode(i: int) -> np.ndarray:
             try:
-                return _captured(lambda: _decode_one(datas[i], headers[i], spec, params, windows[i], op, i, names[i]),
-                                 _describe(op, i, names[i]), strict)
-            except ImageDecodeError as e:
-                failed(i, e)
+                return _decode_one(datas[i], headers[i], spec, params, windows[i], op, i, names[i])
+            except ImageDecodeError:
+                raise
             except Exception as e:
                 e.add_note(f"{_describe(op, i, names[i])} while decoding")
                 raise
 
+        def decode_on_host(i: int):
+            try:
+                return _captured(lambda: decode(i), _describe(op, i, names[i]), strict)
+            except ImageDecodeError as e:
+                failed(i, e)
+
         def decode_chunk(start: int, stop: int) -> None:
+            # The whole chunk in one capture window (clean images print nothing); if the codecs said
+            # anything or an image failed, the chunk again sample by sample, each in its own window,
+            # which tells whose the messages are and reports them.
+            try:
+                with CODEC_OUTPUT.window() as seen:
+                    for i in prepare_chunk(start, stop, captured=False):
+                        out[i] = decode(i)
+                if not seen.lines:
+                    return
+            except ImageDecodeError:
+                pass
+            for i in range(start, stop):
+                out[i] = None
+                headers.pop(i, None)
             for i in prepare_chunk(start, stop):
                 out[i] = decode_on_host(i)
 

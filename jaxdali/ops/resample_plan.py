@@ -247,6 +247,8 @@ def axis_taps(interp: DALIInterpType, in_len, out_len, lo, hi, antialias: bool,
     # taps), ~3x faster; the weights are normalised by their sum in tap order.
     j = first[None] + np.arange(k_max)[:, None, None]
     w = filt.kernel((j + 0.5 - c[None]) / k[None, :, None])
+    if int(taps.min()) < k_max:  # a sample's taps past its own count are zeros: its sum is its own taps' sum
+        w[np.arange(k_max)[:, None] >= taps[None, :]] = 0.0
     total = tap_sum(w)
     w = (w / np.where(total != 0, total, 1.0)[None]).astype(np.float32)
     j = np.clip(j, 0, (in_len - 1)[None, :, None]).astype(np.int32)
@@ -287,7 +289,7 @@ def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_
     ``out_size``, ``lo``, ``hi``: (n, d) output extents and source windows (see ``resize_geometry``);
     ``min_f``, ``mag_f``: (n,) filters for axes that shrink (source step > 1) and for the others.
     Decisions (identity axes, filter per axis, the OpenCV path) are made with array operations, and
-    the taps of all samples that share a filter and a tap count are computed together.
+    the taps of all samples that share a filter are computed together, each distinct geometry once.
     """
     n = len(shapes)
     axes = list(axes)
@@ -313,14 +315,27 @@ def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_
         need = active[:, ai] & ~cv2_linear
         for f in np.unique(filt[need, ai]):
             group = np.flatnonzero(need & (filt[:, ai] == f))
+            # Samples with the same extents and window share their taps (photos of one camera, say):
+            # each distinct geometry is planned once, and its samples get the same read-only arrays.
+            # Samples of one tap count are planned together (their taps are views of one block).
+            rows = np.stack([in_ext[group, ai], out_size[group, ai], lo[group, ai], hi[group, ai]], axis=1).tolist()
+            first_seen: dict = {}
+            which = [first_seen.setdefault(tuple(row), len(first_seen)) for row in rows]
+            distinct = np.array(list(first_seen), np.float64).reshape(-1, 4)
             spec = FILTERS[DALIInterpType(int(f))]
-            step = np.abs(hi[group, ai] - lo[group, ai]) / out_size[group, ai]
-            k = np.maximum(1.0, step) if antialias else np.ones(len(group))
+            step = np.abs(distinct[:, 3] - distinct[:, 2]) / distinct[:, 1]
+            k = np.maximum(1.0, step) if antialias else np.ones(len(distinct))
             count = np.maximum(1, np.ceil(2 * spec.radius * k)).astype(np.int64)
+            planned: list = [None] * len(distinct)
             for kk in np.unique(count):
-                sub = group[count == kk]
-                result = axis_taps(DALIInterpType(int(f)), in_ext[sub, ai], out_size[sub, ai], lo[sub, ai],
-                                   hi[sub, ai], antialias, accumulate=a != axes[-1])
-                for i, value in zip(sub, result):
-                    taps[i][a] = value
+                sub = np.flatnonzero(count == kk)
+                result = axis_taps(DALIInterpType(int(f)), distinct[sub, 0], distinct[sub, 1].astype(np.int64),
+                                   distinct[sub, 2], distinct[sub, 3], antialias, accumulate=a != axes[-1])
+                for u, pair in zip(sub.tolist(), result):
+                    for array in pair:
+                        if array is not None:
+                            array.flags.writeable = False
+                    planned[u] = pair
+            for i, u in zip(group.tolist(), which):
+                taps[i][a] = planned[u]
     return [ResamplePlan({} if cv2_linear[i] else taps[i], cv2_linear=bool(cv2_linear[i])) for i in range(n)]

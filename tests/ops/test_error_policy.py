@@ -152,6 +152,28 @@ def test_strict_decoding_refuses_what_the_codec_calls_corrupt(tmp_path):
     assert rows(out) == ([0, 0], [0, 0])
 
 
+def test_chunks_with_codec_messages_are_decoded_again_sample_by_sample(tmp_path):
+    """Clean images are decoded a chunk at a time in one capture window; a chunk where the codec prints
+    (a corrupt image among clean ones) is decoded again sample by sample: the warning names the corrupt
+    sample only, and every image of the batch is the one decoded alone."""
+    kinds = ["good"] * 12
+    kinds[5] = "corrupt"
+    files = make_files(tmp_path, kinds)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = decode_pipe(files, policy="raise", batch_size=12, num_threads=1, device_id=None).run()
+    corrupt = [w for w in caught if issubclass(w.category, CorruptImageWarning)]
+    # (the prefetched next batch, the same files again, may warn too: always about sample 5)
+    assert corrupt and all("sample 5 " in str(w.message) for w in corrupt)
+    images = out[0].as_cpu()
+    for k, name in enumerate(files):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CorruptImageWarning)
+            alone = decode_pipe([name], policy="raise", batch_size=1, num_threads=1, device_id=None).run()
+        assert np.array_equal(np.asarray(images.at(k)), np.asarray(alone[0].as_cpu().at(0))), k
+    assert rows(out)[1] == list(range(12))
+
+
 def test_iterator_mask_counts_every_good_sample_once_and_resume_replaces_alike(tmp_path):
     kinds = ["good"] * 11
     for k, kind in ((2, "garbage"), (5, "truncated"), (7, "missing")):  # at most 2 of a shard's 3-sample batches

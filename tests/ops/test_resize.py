@@ -831,6 +831,30 @@ def test_batch_planning_gives_the_single_sample_taps_and_the_paths_agree():
         assert np.abs(got.astype(np.float64) - expected).max() <= tol, (trial, dtype, out_dtype, c, f)
 
 
+def test_samples_of_one_geometry_share_their_taps_and_get_the_taps_they_get_alone():
+    """plan_resample plans each distinct (extent, output, window) once: samples of the same geometry get
+    the same read-only arrays, bit for bit the taps each gets alone, next to samples of other geometries."""
+    from jaxdali.ops.resample_plan import plan_resample
+
+    shapes = np.array([(375, 500, 3), (333, 500, 3), (375, 500, 3), (500, 375, 3), (375, 500, 3)])
+    n = len(shapes)
+    out = np.array([(256, 341), (256, 384), (256, 341), (341, 256), (256, 341)])
+    lo, hi = np.zeros((n, 2)), shapes[:, :2].astype(float)
+    linear = np.full(n, int(types.INTERP_LINEAR))
+    plans = plan_resample(shapes, np.dtype(np.uint8), (0, 1), out, lo, hi, linear, linear, True)
+    for axis in (0, 1):
+        assert plans[0].taps[axis] is plans[2].taps[axis] is plans[4].taps[axis]
+        assert plans[0].taps[axis] is not plans[1].taps[axis]
+        assert not plans[0].taps[axis][0].flags.writeable and not plans[0].taps[axis][1].flags.writeable
+    for i in range(n):
+        alone = plan_resample(shapes[i:i + 1], np.dtype(np.uint8), (0, 1), out[i:i + 1], lo[i:i + 1], hi[i:i + 1],
+                              linear[:1], linear[:1], True)[0]
+        assert plans[i].taps.keys() == alone.taps.keys() == {0, 1}
+        for axis, (index, weights) in alone.taps.items():
+            assert np.array_equal(plans[i].taps[axis][0], index)
+            assert np.array_equal(plans[i].taps[axis][1].view(np.uint32), weights.view(np.uint32))
+
+
 def test_batch_of_mixed_sizes_and_filters_matches_single_samples():
     """A batch whose samples need different tap counts (up- and downscaling) gives each sample the
     result it gets alone: planning is vectorised per (filter, tap count) group, not padded."""
