@@ -155,6 +155,9 @@ class JaxArgValues:
         return jnp.broadcast_to(value.reshape(shape), (self._n,) + shape)
 
 
+_FIRST_CALL_LOCK = threading.Lock()
+
+
 class DeviceProgram:
     """Device operators recorded during one iteration, run as one jitted function."""
 
@@ -232,18 +235,26 @@ class DeviceProgram:
             leaves = jax.device_put(self._leaves, self._device)
         reused = self._reusable_outputs(structure, leaves, recycler) if recycler is not None else ()
         key = (structure, tuple(i for i, _ in reused))
+        args = (*leaves, *(buffer for _, buffer in reused))
         fn = self._cache.get(key)
-        if fn is None:
-            program = _replay_fn(list(self._steps), missing)
-            if reused:
-                # The donated buffers are unused inputs: XLA aliases each to the output of its shape.
-                first = len(leaves)
-                fn = jax.jit(lambda *args: program(*args[:first]), keep_unused=True,
-                             donate_argnums=tuple(range(first, first + len(reused))))
-            else:
-                fn = jax.jit(program)
-            self._cache[key] = fn
-        results = fn(*leaves, *(buffer for _, buffer in reused))
+        if fn is not None:
+            results = fn(*args)
+        else:
+            # The first call compiles; a second producer thread of the pipeline waits for it instead of
+            # compiling the same program again.
+            with _FIRST_CALL_LOCK:
+                fn = self._cache.get(key)
+                if fn is None:
+                    program = _replay_fn(list(self._steps), missing)
+                    if reused:
+                        # The donated buffers are unused inputs: XLA aliases each to the output of its shape.
+                        first = len(leaves)
+                        fn = jax.jit(lambda *args: program(*args[:first]), keep_unused=True,
+                                     donate_argnums=tuple(range(first, first + len(reused))))
+                    else:
+                        fn = jax.jit(program)
+                results = fn(*args)
+                self._cache[key] = fn
         if recycler is not None:
             recycler.track(results, leaves)
         self._results.update(zip(missing, results))
