@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jaxdali.ops.operator import Operator
 
 __all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "OutputRecycler", "PendingOutputs", "PendingValue",
-           "jax_device", "narrow_for_jax", "note_derived", "place_on_device"]
+           "jax_device", "narrow_for_jax", "note_derived", "note_parts", "place_on_device"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -359,25 +359,39 @@ def _entry_of(array: Any) -> _Tracked | None:
 
 
 def note_derived(sources: Sequence[Any], derived: Any) -> Any:
-    """Records that ``derived`` (e.g. a global array made of ``sources`` as its shards, or a shard of a
-    source) shares the memory of ``sources``, so no recycler lends it out while ``derived`` lives.
-    Arrays made in turn from ``derived`` count too. Returns ``derived``."""
+    """Records that ``derived`` (e.g. a global array made of ``sources`` as its shards) shares the memory
+    of ``sources``, so no recycler lends it out while ``derived`` lives. Arrays made in turn from
+    ``derived`` count too. Returns ``derived``."""
     with _REGISTRY_LOCK:
         for source in sources:
             entry = _entry_of(source)
-            if entry is None:
-                continue
-            key = id(derived)
-
-            def unregister(ref, key=key):
-                with _REGISTRY_LOCK:
-                    if _REGISTRY.get(key, (None,))[0] is ref:
-                        del _REGISTRY[key]
-
-            ref = weakref.ref(derived, unregister)
-            entry.derived.append(ref)
-            _REGISTRY[key] = (ref, entry)
+            if entry is not None:
+                entry.derived.append(_register(derived, entry))
     return derived
+
+
+def note_parts(whole: Any, parts: Sequence[Any]) -> None:
+    """Records that ``parts`` (the per-device shards of ``whole``, which ``whole`` itself holds) share
+    its memory: arrays made from them count as made from ``whole`` (``note_derived``)."""
+    with _REGISTRY_LOCK:
+        entry = _entry_of(whole)
+        if entry is not None:
+            for part in parts:
+                _register(part, entry)
+
+
+def _register(array: Any, entry: _Tracked) -> weakref.ref:
+    """Maps ``array`` to ``entry`` for as long as it lives (call with the lock held)."""
+    key = id(array)
+
+    def unregister(ref, key=key):
+        with _REGISTRY_LOCK:
+            if _REGISTRY.get(key, (None,))[0] is ref:
+                del _REGISTRY[key]
+
+    ref = weakref.ref(array, unregister)
+    _REGISTRY[key] = (ref, entry)
+    return ref
 
 
 def _replay_fn(steps: list[tuple], wanted: tuple[int, ...]):

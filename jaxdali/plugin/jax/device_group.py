@@ -20,7 +20,7 @@ import numpy as np
 from jaxdali.core import options
 from jaxdali.core.buffers import is_owned
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.pipeline.device_stage import OutputRecycler, PendingOutputs, narrow_for_jax, note_derived
+from jaxdali.pipeline.device_stage import OutputRecycler, PendingOutputs, narrow_for_jax, note_parts
 from jaxdali.tensors import TensorListGPU
 
 __all__ = ["DeviceGroup"]
@@ -165,7 +165,8 @@ class DeviceGroup:
         for ref, out in zip(wanted, outs):
             shards = [None] * len(self._devices)
             for shard in out.addressable_shards:
-                shards[position[shard.device]] = note_derived([out], shard.data)
+                shards[position[shard.device]] = shard.data
+            note_parts(out, shards)  # the iterator's global arrays made of them keep ``out`` from reuse
             results[ref] = shards
         return results
 
