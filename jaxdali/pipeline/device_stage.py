@@ -384,10 +384,11 @@ def _register(array: Any, entry: _Tracked) -> weakref.ref:
     """Maps ``array`` to ``entry`` for as long as it lives (call with the lock held)."""
     key = id(array)
 
-    def unregister(ref, key=key):
-        with _REGISTRY_LOCK:
-            if _REGISTRY.get(key, (None,))[0] is ref:
-                del _REGISTRY[key]
+    # The registry is bound here: at interpreter exit the module's globals may be gone before the callback.
+    def unregister(ref, key=key, registry=_REGISTRY, lock=_REGISTRY_LOCK):
+        with lock:
+            if registry.get(key, (None,))[0] is ref:
+                del registry[key]
 
     ref = weakref.ref(array, unregister)
     _REGISTRY[key] = (ref, entry)
