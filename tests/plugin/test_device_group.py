@@ -148,3 +148,19 @@ def test_pmap_style_devices_stack_the_group_programs_outputs():
     want, want_labels = _alone(DEVICES, 1, seed=9)[0]
     np.testing.assert_array_equal(images.reshape(want.shape), want)
     np.testing.assert_array_equal(np.asarray(batch["labels"]).reshape(want_labels.shape), want_labels)
+
+
+def test_a_pipeline_that_checks_its_outputs_runs_its_own_program_beside_the_group():
+    """A pipeline with ``output_dtype`` checks its outputs on the producer, so it does not defer its device
+    stage; the other pipeline's deferred stage still runs, and both keep their values."""
+    pipes = [pipeline_def(graph, batch_size=BATCH, num_threads=2, device_id=k, seed=4,
+                          output_dtype=[types.FLOAT, types.INT32] if k == 0 else None)(shard_id=k, num_shards=2)
+             for k in range(2)]
+    sharding = NamedSharding(Mesh(jax.devices()[:2], ("batch",)), PartitionSpec("batch"))
+    it = DALIGenericIterator(pipes, ["images", "labels"], reader_name="Reader", sharding=sharding)
+    try:
+        got = [np.asarray(next(it)["images"]) for _ in range(2)]
+    finally:
+        it.close()
+    for images, (want, _) in zip(got, _alone(2, 2, seed=4)):
+        np.testing.assert_array_equal(images, want)

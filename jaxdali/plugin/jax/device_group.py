@@ -50,10 +50,13 @@ class DeviceGroup:
     def resolve(self, batches: list[PipelineBatch]) -> list[PipelineBatch]:
         """The batches with their outputs computed and placed (``PipelineBatch.prepared`` consumed)."""
         stages = [b.prepared for b in batches]
-        if not all(isinstance(s, PendingOutputs) for s in stages):
+        if not any(isinstance(s, PendingOutputs) for s in stages):
             return batches
         with self._lock:  # one program run at a time: the recycler lends each buffer once
-            outputs = self._run_together(stages) if self._groupable(stages) else [s.resolve() for s in stages]
+            if all(isinstance(s, PendingOutputs) for s in stages) and self._groupable(stages):
+                outputs = self._run_together(stages)
+            else:  # e.g. a pipeline that checks its outputs does not defer: each runs its own
+                outputs = [s.resolve() if isinstance(s, PendingOutputs) else b.outputs for s, b in zip(stages, batches)]
         return [PipelineBatch(tuple(out), b.replaced_rows) for out, b in zip(outputs, batches)]
 
     # -- whether one program serves every pipeline ------------------------------------------------------
