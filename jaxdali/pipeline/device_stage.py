@@ -155,7 +155,7 @@ class JaxArgValues:
         return jnp.broadcast_to(value.reshape(shape), (self._n,) + shape)
 
 
-_FIRST_CALL_LOCK = threading.Lock()
+_FIRST_CALL_LOCK = threading.RLock()  # re-entrant: a program may call back into Python
 
 
 class DeviceProgram:
