@@ -438,18 +438,18 @@ class PendingValue:
     """An output of a batch whose device program has not run yet (``PendingOutputs``): its length and
     layout are known on the host, its values are not."""
 
-    __slots__ = ("length", "layout_", "replaced_rows")
+    __slots__ = ("_length", "_layout", "replaced_rows")
 
     def __init__(self, length: int, layout: str):
-        self.length = length
-        self.layout_ = layout
+        self._length = length
+        self._layout = layout
         self.replaced_rows: tuple[int, ...] = ()
 
     def __len__(self) -> int:
-        return self.length
+        return self._length
 
     def layout(self) -> str:
-        return self.layout_
+        return self._layout
 
 
 class PendingOutputs:
