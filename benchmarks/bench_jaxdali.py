@@ -6,7 +6,8 @@ Run by ``run.py`` in a fresh process per repetition:
 The ``run`` variant also reports the per-operator time breakdown (``executor_statistics()``). The
 iterator variant's ``--form`` is how the user writes it: ``data_iterator`` (default) over all of
 ``jax.devices()`` (run.py sets ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` for the
-8-device rows), or ``DALIGenericIterator`` over a pipeline left unbuilt (``generic``) or built first
+8-device rows), the same pmap-style (``data_iterator-devices``: ``devices=jax.devices()``, a leading
+device axis), or ``DALIGenericIterator`` over a pipeline left unbuilt (``generic``) or built first
 (``generic-built``), with the same sharding over one device. ``--layout``, ``--source`` and
 ``--explicit-interp`` pick the equivalent ways of writing the graph (``dali_api.graph``).
 """
@@ -20,7 +21,7 @@ import time
 
 import harness
 
-FORMS = ("data_iterator", "generic", "generic-built")
+FORMS = ("data_iterator", "data_iterator-devices", "generic", "generic-built")
 
 
 def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> dict:
             loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
                                    sharding=sharding)
             iterator = loader(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
+        elif form.form == "data_iterator-devices":
+            loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
+                                   devices=jax.devices())
+            iterator = loader(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
         else:
             one = NamedSharding(Mesh(jax.devices()[:1], ("batch",)), PartitionSpec("batch"))
             generic_pipe = pipeline_def(graph, batch_size=args.batch_size, num_threads=args.threads,
@@ -87,9 +92,11 @@ def main(argv: list[str] | None = None) -> dict:
         return lambda: pipe.run()[0]
 
     if form.variant == "iterator":
-        mode = form.form if form.form == "data_iterator" else f"DALIGenericIterator ({form.form})"
+        mode = form.form if form.form.startswith("data_iterator") else f"DALIGenericIterator ({form.form})"
+        # pmap-style batches have a leading device axis: described as the global batch they hold.
         return harness.measure(args, imported_at, make_iterator_loader, system="jaxdali", mode=mode,
-                               versions=versions)
+                               versions=versions, describe_first=lambda images: harness.describe(
+                                   images.reshape((-1,) + images.shape[2:]) if images.ndim == 5 else images))
     return harness.measure(args, imported_at, make_run_loader, system="jaxdali-run", mode="Pipeline.run",
                            versions=versions, op_seconds=lambda: pipe.executor_statistics(),
                            describe_first=lambda images: harness.describe(images.as_array()))

@@ -28,7 +28,8 @@ def label(record: dict) -> str:
         return f"**jaxdali** {v.get('jaxdali', '')} `@data_iterator` → sharded `jax.Array`"
     if system.startswith("jaxdali-") and system != "jaxdali-run":
         form = v.get("form", "data_iterator")
-        how = "`@data_iterator`" if form == "data_iterator" else (
+        how = "`@data_iterator`" if form == "data_iterator" else "`@data_iterator(devices=...)`, pmap-style" \
+            if form == "data_iterator-devices" else (
             "`DALIGenericIterator` over " + ("a built" if form == "generic-built" else "an unbuilt") + " pipeline")
         return (f"jaxdali {how}, {v.get('devices', 1)} device(s), {v.get('layout', 'CHW')}, "
                 f"`{v.get('source', 'file_root')}=`" + (", explicit `interp_type`" if v.get("explicit_interp") else ""))

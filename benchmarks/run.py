@@ -75,6 +75,8 @@ FORM_SYSTEMS = {s.name: s for s in (
     System("jaxdali-8dev", "bench_jaxdali.py", requires=("jax", "jaxdali"), env=_EIGHT_DEVICES),
     System("jaxdali-8dev-hwc", "bench_jaxdali.py", ("--layout", "HWC"), requires=("jax", "jaxdali"),
            env=_EIGHT_DEVICES),
+    System("jaxdali-8dev-pmap", "bench_jaxdali.py", ("--form", "data_iterator-devices"), requires=("jax", "jaxdali"),
+           env=_EIGHT_DEVICES),
     System("jaxdali-hwc", "bench_jaxdali.py", ("--layout", "HWC"), requires=("jax", "jaxdali")),
     System("jaxdali-generic", "bench_jaxdali.py", ("--form", "generic"), requires=("jax", "jaxdali")),
     System("jaxdali-generic-hwc", "bench_jaxdali.py", ("--form", "generic", "--layout", "HWC"),

@@ -61,7 +61,7 @@ def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, s
 def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     """run.py's rows for other ways of writing the pipeline, on ImageNet-size copies of the photos."""
     out = tmp_path / "results"
-    systems = "jaxdali-8dev-hwc,jaxdali-generic-built,jaxdali-file-list"
+    systems = "jaxdali-8dev-hwc,jaxdali-8dev-pmap,jaxdali-generic-built,jaxdali-file-list"
     done = subprocess.run(
         [sys.executable, str(RUNNER), "--data", str(small_folder), "--upscaled", "--systems", systems, "--no-raw",
          "--pipelines", "val", "--reps", "1", "--batch-size", "8", "--warmup", "0", "--batches", "1",
@@ -73,6 +73,8 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     assert set(by_system) == set(systems.split(","))
     assert by_system["jaxdali-8dev-hwc"]["batch"]["shape"] == [8, 224, 224, 3]
     assert by_system["jaxdali-8dev-hwc"]["versions"]["devices"] == 8
+    assert by_system["jaxdali-8dev-pmap"]["batch"]["shape"] == [8, 3, 224, 224]  # (8 devices x 1) rows
+    assert by_system["jaxdali-8dev-pmap"]["versions"]["form"] == "data_iterator-devices"
     assert by_system["jaxdali-file-list"]["versions"]["source"] == "file_list"
     for name in ("jaxdali-generic-built", "jaxdali-file-list"):
         assert by_system[name]["batch"] == {"shape": [8, 3, 224, 224], "dtype": "float32"}

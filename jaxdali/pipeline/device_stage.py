@@ -25,8 +25,8 @@ from jaxdali.tensors import TensorListCPU, TensorListGPU
 if TYPE_CHECKING:
     from jaxdali.ops.operator import Operator
 
-__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "OutputRecycler", "jax_device", "narrow_for_jax",
-           "note_derived", "place_on_device"]
+__all__ = ["DeviceValue", "DeviceProgram", "JaxArgValues", "OutputRecycler", "PendingOutputs", "PendingValue",
+           "jax_device", "narrow_for_jax", "note_derived", "note_parts", "place_on_device"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -155,6 +155,9 @@ class JaxArgValues:
         return jnp.broadcast_to(value.reshape(shape), (self._n,) + shape)
 
 
+_FIRST_CALL_LOCK = threading.RLock()  # re-entrant: a program may call back into Python
+
+
 class DeviceProgram:
     """Device operators recorded during one iteration, run as one jitted function."""
 
@@ -193,6 +196,26 @@ class DeviceProgram:
     def empty(self) -> bool:
         return not any(step[0] == "op" for step in self._steps) and not self._leaves
 
+    @property
+    def steps(self) -> tuple:
+        """The recorded steps: ``("leaf", leaf index, ref)`` or ``("op", op, batch size, input refs,
+        argument refs, output refs)``."""
+        return tuple(self._steps)
+
+    @property
+    def leaves(self) -> tuple:
+        """The host (or device) data the steps read, by leaf index."""
+        return tuple(self._leaves)
+
+    def structure(self, wanted: Sequence[int]) -> tuple:
+        """What identifies the program that computes ``wanted`` (operators by graph node id)."""
+        return tuple((s[0], s[1].node.id, s[2], s[3], s[4], s[5]) if s[0] == "op" else s
+                     for s in self._steps) + (tuple(wanted),)
+
+    def replay(self, wanted: Sequence[int]):
+        """The recorded steps as a function of the leaves that returns the ``wanted`` values."""
+        return _replay_fn(list(self._steps), tuple(wanted))
+
     def run(self, wanted: Sequence[int], recycler: "OutputRecycler | None" = None) -> dict[int, Any]:
         """Executes the recorded steps; returns the jax arrays of the ``wanted`` references.
 
@@ -205,26 +228,33 @@ class DeviceProgram:
         missing = tuple(r for r in wanted if r not in self._results)
         if not missing:
             return {r: self._results[r] for r in wanted}
-        structure = tuple(
-            (s[0], s[1].node.id, s[2], s[3], s[4], s[5]) if s[0] == "op" else s for s in self._steps) + (missing,)
+        structure = self.structure(missing)
         if self._alias_owned and any(is_owned(leaf) for leaf in self._leaves):
             leaves = [jax.device_put(leaf, self._device, may_alias=is_owned(leaf)) for leaf in self._leaves]
         else:
             leaves = jax.device_put(self._leaves, self._device)
         reused = self._reusable_outputs(structure, leaves, recycler) if recycler is not None else ()
         key = (structure, tuple(i for i, _ in reused))
+        args = (*leaves, *(buffer for _, buffer in reused))
         fn = self._cache.get(key)
-        if fn is None:
-            program = _replay_fn(list(self._steps), missing)
-            if reused:
-                # The donated buffers are unused inputs: XLA aliases each to the output of its shape.
-                first = len(leaves)
-                fn = jax.jit(lambda *args: program(*args[:first]), keep_unused=True,
-                             donate_argnums=tuple(range(first, first + len(reused))))
-            else:
-                fn = jax.jit(program)
-            self._cache[key] = fn
-        results = fn(*leaves, *(buffer for _, buffer in reused))
+        if fn is not None:
+            results = fn(*args)
+        else:
+            # The first call compiles; a second producer thread of the pipeline waits for it instead of
+            # compiling the same program again.
+            with _FIRST_CALL_LOCK:
+                fn = self._cache.get(key)
+                if fn is None:
+                    program = _replay_fn(list(self._steps), missing)
+                    if reused:
+                        # The donated buffers are unused inputs: XLA aliases each to the output of its shape.
+                        first = len(leaves)
+                        fn = jax.jit(lambda *args: program(*args[:first]), keep_unused=True,
+                                     donate_argnums=tuple(range(first, first + len(reused))))
+                    else:
+                        fn = jax.jit(program)
+                results = fn(*args)
+                self._cache[key] = fn
         if recycler is not None:
             recycler.track(results, leaves)
         self._results.update(zip(missing, results))
@@ -290,7 +320,7 @@ class OutputRecycler:
                 entry = _Tracked(array)
                 self._entries.append(entry)
                 with _REGISTRY_LOCK:
-                    _REGISTRY[id(array)] = entry
+                    _REGISTRY[id(array)] = (None, entry)
             while len(self._entries) > self._limit:
                 _forget(self._entries.pop(0))
 
@@ -307,25 +337,62 @@ class _Tracked:
         return sys.getrefcount(self.array) == 2 and all(ref() is None for ref in self.derived)
 
 
-_REGISTRY: dict[int, _Tracked] = {}  # id(array) -> its entry, for note_derived
-_REGISTRY_LOCK = threading.Lock()
+# id(array) -> (weak reference to it, or None for the tracked array itself; its entry), for note_derived.
+_REGISTRY: dict[int, tuple[weakref.ref | None, _Tracked]] = {}
+_REGISTRY_LOCK = threading.RLock()  # re-entrant: a weakref callback may run while it is held
 
 
 def _forget(entry: _Tracked) -> None:
     with _REGISTRY_LOCK:
-        if _REGISTRY.get(id(entry.array)) is entry:
+        found = _REGISTRY.get(id(entry.array))
+        if found is not None and found[1] is entry:
             del _REGISTRY[id(entry.array)]
+
+
+def _entry_of(array: Any) -> _Tracked | None:
+    """The tracked entry whose memory ``array`` shares (call with the lock held)."""
+    found = _REGISTRY.get(id(array))
+    if found is None:
+        return None
+    ref, entry = found
+    return entry if (entry.array is array if ref is None else ref() is array) else None
 
 
 def note_derived(sources: Sequence[Any], derived: Any) -> Any:
     """Records that ``derived`` (e.g. a global array made of ``sources`` as its shards) shares the memory
-    of ``sources``, so no recycler lends it out while ``derived`` lives. Returns ``derived``."""
+    of ``sources``, so no recycler lends it out while ``derived`` lives. Arrays made in turn from
+    ``derived`` count too. Returns ``derived``."""
     with _REGISTRY_LOCK:
         for source in sources:
-            entry = _REGISTRY.get(id(source))
-            if entry is not None and entry.array is source:
-                entry.derived.append(weakref.ref(derived))
+            entry = _entry_of(source)
+            if entry is not None:
+                entry.derived.append(_register(derived, entry))
     return derived
+
+
+def note_parts(whole: Any, parts: Sequence[Any]) -> None:
+    """Records that ``parts`` (the per-device shards of ``whole``, which ``whole`` itself holds) share
+    its memory: arrays made from them count as made from ``whole`` (``note_derived``)."""
+    with _REGISTRY_LOCK:
+        entry = _entry_of(whole)
+        if entry is not None:
+            for part in parts:
+                _register(part, entry)
+
+
+def _register(array: Any, entry: _Tracked) -> weakref.ref:
+    """Maps ``array`` to ``entry`` for as long as it lives (call with the lock held)."""
+    key = id(array)
+
+    # The registry is bound here: at interpreter exit the module's globals may be gone before the callback.
+    def unregister(ref, key=key, registry=_REGISTRY, lock=_REGISTRY_LOCK):
+        with lock:
+            if registry.get(key, (None,))[0] is ref:
+                del registry[key]
+
+    ref = weakref.ref(array, unregister)
+    _REGISTRY[key] = (ref, entry)
+    return ref
 
 
 def _replay_fn(steps: list[tuple], wanted: tuple[int, ...]):
@@ -365,3 +432,73 @@ def place_on_device(host: TensorListCPU, device, may_alias: bool = False,
     else:
         placed = jax.device_put([narrow_for_jax(s, what) for s in host.samples()], device)
     return TensorListGPU(placed, host.layout(), host.source_info)
+
+
+class PendingValue:
+    """An output of a batch whose device program has not run yet (``PendingOutputs``): its length and
+    layout are known on the host, its values are not."""
+
+    __slots__ = ("_length", "_layout", "replaced_rows")
+
+    def __init__(self, length: int, layout: str):
+        self._length = length
+        self._layout = layout
+        self.replaced_rows: tuple[int, ...] = ()
+
+    def __len__(self) -> int:
+        return self._length
+
+    def layout(self) -> str:
+        return self._layout
+
+
+class PendingOutputs:
+    """A batch's outputs in device-output mode before the device stage has run, so that an iterator
+    can run the stages of its pipelines' batches together (``OutputMode.defer``).
+
+    ``entries`` has one tuple per output: ``("ref", ref, layout, source_info)``, a value of
+    ``program``; ``("place", host batch, may_alias, what)``, a dense host batch to place on
+    ``device``; or ``("done", output)``. ``resolve()`` does what the pipeline does without deferring.
+    """
+
+    __slots__ = ("program", "entries", "device", "recycler", "replaced_rows")
+
+    def __init__(self, program: DeviceProgram | None, entries: list[tuple], device, recycler: OutputRecycler | None,
+                 replaced_rows: tuple[int, ...]):
+        self.program = program
+        self.entries = entries
+        self.device = device
+        self.recycler = recycler
+        self.replaced_rows = replaced_rows
+
+    def wanted(self) -> tuple[int, ...]:
+        """The program values the outputs need, ascending."""
+        return tuple(sorted({e[1] for e in self.entries if e[0] == "ref"}))
+
+    def placeholders(self, batch_size: int) -> list:
+        """What stands for each output until the stage runs (lengths for the iterator's checks)."""
+        return [PendingValue(batch_size, e[2]) if e[0] == "ref" else e[1] for e in self.entries]
+
+    def resolve(self) -> list:
+        """Runs this batch's device stage alone, on its own device; returns the outputs."""
+        wanted = self.wanted()
+        results = self.program.run(wanted, self.recycler) if wanted else {}
+        return self.finish(lambda ref: results[ref],
+                           lambda i, host, may_alias, what: place_on_device(host, self.device, may_alias, what))
+
+    def finish(self, value_of, place) -> list:
+        """The outputs, with ``value_of(ref)`` the program's array for a ``ref`` entry and
+        ``place(i, host, may_alias, what)`` the placed ``TensorListGPU`` for the ``place`` entry of output
+        ``i``."""
+        outputs = []
+        for i, entry in enumerate(self.entries):
+            if entry[0] == "ref":
+                out = TensorListGPU(value_of(entry[1]), entry[2], entry[3])
+            elif entry[0] == "place":
+                out = place(i, *entry[1:])
+            else:
+                out = entry[1]
+            if self.replaced_rows:
+                out.replaced_rows = self.replaced_rows
+            outputs.append(out)
+        return outputs

@@ -482,7 +482,7 @@ class Pipeline:
         self._runner.overlap(pipelines * self._prefetcher.producers)
         self._prefetcher.share_slots(slots)
 
-    def set_output_device(self, device, finish=None) -> None:
+    def set_output_device(self, device, finish=None, defer: bool = False) -> None:
         """Device-output mode, set by framework iterators (the JAX iterator does it for pipelines with a
         ``device_id``): every dense output becomes a ``jax.Array`` on ``device``, placed by the producer
         thread, and trailing per-pixel host operators with a JAX implementation whose results only
@@ -490,10 +490,13 @@ class Pipeline:
         host"). ``finish(outputs)``, if given, runs on the producer thread after placement; what it
         returns reaches framework iterators as the batch's ``PipelineBatch.prepared``. Applies
         to batches computed after the call; ``None`` returns to host outputs. Pipelines driven by
-        ``run()`` keep host outputs unless this is called.
+        ``run()`` keep host outputs unless this is called. ``defer``: the iterator runs the device
+        stage itself (``PipelineBatch.prepared`` is the batch's ``PendingOutputs``); ignored when
+        the pipeline checks its outputs (``output_dtype``, ``output_ndim``, ``output_layout``).
         """
         self.build()
-        self._runner.set_output_device(device, finish)
+        checked = any(c is not None for c in self._output_contract)
+        self._runner.set_output_device(device, finish, defer and not checked)
 
     # -- checkpoints ------------------------------------------------------------------------------------
     def checkpoint(self, filename: str | os.PathLike | None = None) -> bytes:
@@ -629,9 +632,9 @@ class IteratorAPI:
         scheduled."""
         return self._pipe._share(schedule_next=True)
 
-    def set_output_device(self, device, finish=None) -> None:
+    def set_output_device(self, device, finish=None, defer: bool = False) -> None:
         """See ``Pipeline.set_output_device``."""
-        self._pipe.set_output_device(device, finish)
+        self._pipe.set_output_device(device, finish, defer)
 
     def reset(self) -> None:
         self._pipe.reset()

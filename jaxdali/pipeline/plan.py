@@ -49,11 +49,13 @@ class OutputMode:
       offloaded: ids of the host operator nodes recorded into the device stage for this batch.
       finish: called by the producer thread with the placed outputs; what it returns (one entry per
         output, or None) reaches the framework iterator as ``PipelineBatch.prepared``.
+      defer: leave the device program and the placement to the iterator (``PendingOutputs``).
     """
 
     device: object = None
     offloaded: frozenset[int] = frozenset()
     finish: Callable[[list], tuple | None] | None = None
+    defer: bool = False
 
 
 #: Outputs stay in host memory and every host operator runs on the host.

@@ -23,7 +23,8 @@ import numpy as np
 from jaxdali.core import options
 from jaxdali.ops.operator import ArgValues, Operator, RunContext
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.pipeline.device_stage import DeviceProgram, DeviceValue, OutputRecycler, jax_device, place_on_device
+from jaxdali.pipeline.device_stage import (DeviceProgram, DeviceValue, OutputRecycler, PendingOutputs, jax_device,
+                                           place_on_device)
 from jaxdali.pipeline.executor import Cancelled, WorkerPool
 from jaxdali.pipeline.plan import HOST_OUTPUTS, OutputMode, plan_run
 from jaxdali.ops.graph import DataNode, OpNode
@@ -83,13 +84,16 @@ class GraphRunner:
         self._output_mode = HOST_OUTPUTS
 
     # -- device-output mode ---------------------------------------------------------------------------
-    def set_output_device(self, device, finish=None) -> None:
+    def set_output_device(self, device, finish=None, defer: bool = False) -> None:
         """Delivers outputs on ``device`` and moves trailing per-pixel operators there (None: host outputs).
 
         ``finish(outputs)``, when given, is called by the producer thread on every batch's outputs
         list once they are placed; what it returns reaches the iterator as ``PipelineBatch.prepared``
-        (the JAX iterator builds global arrays ahead of ``next()`` this way). Takes effect from the
-        next iteration the producer starts.
+        (the JAX iterator builds global arrays ahead of ``next()`` this way). With ``defer``, the
+        device program neither runs nor are host outputs placed: the batch's outputs are
+        placeholders and ``PipelineBatch.prepared`` is its ``PendingOutputs``, which the iterator runs
+        together with its other pipelines' (one program for the group). Takes effect from the next
+        iteration the producer starts.
         """
         if device is None:
             self._output_mode = HOST_OUTPUTS
@@ -97,7 +101,7 @@ class GraphRunner:
         self._device = device
         if options.get("recycle_device_outputs"):
             self._recycler = OutputRecycler()
-        self._output_mode = OutputMode(device, self.plan.offloadable, finish)
+        self._output_mode = OutputMode(device, self.plan.offloadable, finish, defer)
 
     @property
     def offloaded_ops(self) -> list[str]:
@@ -208,12 +212,14 @@ class GraphRunner:
             for k in range(self._num_sources, len(self._ops)):
                 self._step(k, job)
             placed = time.perf_counter()
-            outputs = self._collect_outputs(job.values, job.program, job.mode.device)
             replaced = tuple(sorted(job.ctx.replaced))
-            if replaced:
-                for out in outputs:
-                    out.replaced_rows = replaced
-            prepared = job.mode.finish(outputs) if job.mode.finish is not None else None
+            pending = self._collect_outputs(job.values, job.program, job.mode.device, replaced)
+            if job.mode.defer:
+                # The iterator runs the device stages of its pipelines' batches together.
+                outputs, prepared = pending.placeholders(job.ctx.batch_size), pending
+            else:
+                outputs = pending.resolve()
+                prepared = job.mode.finish(outputs) if job.mode.finish is not None else None
             self._add_time("device", time.perf_counter() - placed)
             with self._stats_lock:
                 self.batches += 1
@@ -407,29 +413,28 @@ class GraphRunner:
         v.host = TensorListCPU(np.asarray(array), v.layout, v.source_info)
         return v.host
 
-    def _collect_outputs(self, values: dict, program: DeviceProgram | None, output_device) -> list:
-        device_values = [values[id(n)] for n in self._outputs if isinstance(values[id(n)], DeviceValue)]
-        pending = [v.ref for v in device_values if v.ref is not None and v.array is None]
-        recycler = self._recycler if output_device is not None else None
-        results = program.run(pending, recycler) if pending else {}
-        outputs = []
+    def _collect_outputs(self, values: dict, program: DeviceProgram | None, output_device,
+                         replaced: tuple[int, ...]) -> PendingOutputs:
+        """The batch's outputs, before the device program runs and host outputs are placed."""
+        entries = []
         for n in self._outputs:
             v = values[id(n)]
             if not isinstance(v, DeviceValue):
-                # Device-output mode: dense host outputs are placed here, on the producer thread;
-                # ragged ones stay on the host (framework iterators reject them with DALI's message).
-                # An operator's own output buffer is given to JAX without a copy (owned_empty).
+                # Device-output mode: dense host outputs are placed on the device; ragged ones stay on
+                # the host (framework iterators reject them with DALI's message). An operator's own
+                # output buffer is given to JAX without a copy (owned_empty).
                 dense = output_device is not None and isinstance(v, TensorListCPU) and v.is_dense_tensor()
-                outputs.append(place_on_device(v, output_device, may_alias=True, what=_output_name(n)) if dense
-                               else v)
+                entries.append(("place", v, True, _output_name(n)) if dense else ("done", v))
             elif v.samples is not None:
-                outputs.append(TensorListGPU(v.samples, v.layout, v.source_info))
-            elif v.array is not None or v.ref is not None:
-                outputs.append(TensorListGPU(v.array if v.array is not None else results[v.ref], v.layout,
-                                             v.source_info))
+                entries.append(("done", TensorListGPU(v.samples, v.layout, v.source_info)))
+            elif v.array is not None:
+                entries.append(("done", TensorListGPU(v.array, v.layout, v.source_info)))
+            elif v.ref is not None:
+                entries.append(("ref", v.ref, v.layout, v.source_info))
             else:
-                outputs.append(place_on_device(v.host, self.device(), what=_output_name(n)))
-        return outputs
+                entries.append(("done", place_on_device(v.host, self.device(), what=_output_name(n))))
+        recycler = self._recycler if output_device is not None else None
+        return PendingOutputs(program, entries, output_device, recycler, replaced)
 
 
 def _output_name(node: DataNode) -> str:

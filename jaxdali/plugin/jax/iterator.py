@@ -13,6 +13,7 @@ from jaxdali.plugin.driver import _DaliBaseIterator
 from jaxdali.plugin.epoch_counter import LastBatchPolicy
 from jaxdali.tensors import TensorListGPU
 from jaxdali.plugin.jax import assembly
+from jaxdali.plugin.jax.device_group import DeviceGroup
 
 __all__ = ["DALIGenericIterator", "default_num_threads_value"]
 
@@ -98,6 +99,7 @@ class DALIGenericIterator(_DaliBaseIterator):
         pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
         if pipelines is not None:
             share_host_threads(pipes)  # one pipeline per device: their host work runs as one pipeline's
+        self._group = _device_group(pipes) if pipelines is not None else None
         for pipe in pipes if pipelines is not None else []:
             # Device-output mode: outputs are jax.Arrays on the pipeline's device when next() takes them,
             # and trailing per-pixel operators run in the fused device stage (same values).
@@ -109,7 +111,8 @@ class DALIGenericIterator(_DaliBaseIterator):
             if device is not None:
                 single = len(pipes) == 1 and self._shardings and all(
                     set(sh.device_set) == {device} for sh in self._shardings.values())
-                pipe.set_output_device(device, _global_arrays(output_map, self._shardings) if single else None)
+                pipe.set_output_device(device, _global_arrays(output_map, self._shardings) if single else None,
+                                       defer=self._group is not None)
         super().__init__(pipelines, size=size, reader_name=reader_name, auto_reset=auto_reset,
                          last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
                          prepare_first_batch=prepare_first_batch)
@@ -152,6 +155,8 @@ class DALIGenericIterator(_DaliBaseIterator):
 
     # -- assembly ----------------------------------------------------------------------------------------
     def _assemble_batch(self, batches: list[PipelineBatch], rows) -> dict:
+        if self._group is not None:
+            batches = self._group.resolve(batches)
         batch = {}
         prepared = batches[0].prepared if len(batches) == 1 else None
         for i, name in enumerate(self.output_map):
@@ -230,6 +235,16 @@ class DALIGenericIterator(_DaliBaseIterator):
         shape = (len(sharding.device_set) * bs,)
         rows_like_outputs = assembly.batch_axis_sharding(sharding, shape, bs)
         return assembly.assemble_sharded(dict(zip(devices, pieces)), rows_like_outputs, bs)
+
+
+def _device_group(pipes: list) -> DeviceGroup | None:
+    """One device program for the pipelines' batches, when there are several, each on its own device."""
+    if len(pipes) < 2:
+        return None
+    devices = [_pipeline_device(p) for p in pipes]
+    if any(d is None for d in devices) or len(set(devices)) != len(devices):
+        return None
+    return DeviceGroup(devices)
 
 
 def _global_arrays(output_map: list[str], shardings: dict):

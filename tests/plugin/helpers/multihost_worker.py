@@ -26,7 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import orbax.checkpoint as ocp  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-from jaxdali import fn  # noqa: E402
+from jaxdali import fn, types  # noqa: E402
 from jaxdali.plugin.jax import data_iterator  # noqa: E402
 from jaxdali.plugin.jax.orbax import LoaderRestore, LoaderSave  # noqa: E402
 
@@ -38,7 +38,8 @@ sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch")
 def read_labels(shard_id, num_shards):
     _, label = fn.readers.file(files=files, labels=labels, shard_id=shard_id, num_shards=num_shards,
                                pad_last_batch=True, name="Reader")
-    return label
+    # The cast runs in the device stage: each process runs it for its 4 pipelines as one program.
+    return fn.cast(label, dtype=types.FLOAT)
 
 
 @jax.jit
@@ -52,6 +53,7 @@ def sums(it, batch) -> list[int]:
     label = batch["label"]
     # a global array over both processes' devices, of which this process holds its 4 row blocks
     assert label.shape == (16, 1) and label.sharding == sharding and not label.is_fully_addressable
+    assert label.dtype == jnp.float32
     assert {s.device for s in label.addressable_shards} == set(jax.local_devices())
     return [int(v) for v in reduce(label, it.is_nonpadding)]
 
