@@ -170,11 +170,16 @@ class CoordTransform(Operator):
         n, d = len(rows.shapes), rows.values.shape[1]
         mt = self._matrices(args, n, d)
         mt = mt[None] if mt.ndim == 2 else rows.per_row(mt)  # one matrix broadcasts over every row
-        p = rows.values
-        res = mt[:, :, 0] * p[:, 0, None]
-        for k in range(1, d):
-            res = res + mt[:, :, k] * p[:, k, None]
-        res = res + mt[:, :, d]
+        # one output coordinate at a time over contiguous coordinate columns (NumPy is slow on rows of
+        # 2 or 3 values); each product is rounded on its own, then added, as DALI sums them
+        columns = np.ascontiguousarray(rows.values.T, dtype=_F32)
+        res = np.empty((mt.shape[1], columns.shape[1]), _F32)
+        for o, acc in enumerate(res):
+            np.multiply(columns[0], mt[:, o, 0], out=acc)
+            for k in range(1, d):
+                acc += columns[k] * mt[:, o, k]
+            acc += mt[:, o, d]
+        res = res.T
         if out_dtype.kind in "iu":
             info = np.iinfo(out_dtype)
             res = np.clip(np.rint(res), info.min, info.max)
