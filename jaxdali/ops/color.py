@@ -314,9 +314,12 @@ class Cast(Operator):
         dense = x.dense()
         if dense is not None:
             out = np.empty(dense.shape, self._dtype)
+            direct = self._dtype.kind == "f" and dense.dtype != np.bool_  # to float: the nearest value, no rounding rule
 
             def work(lo: int, hi: int) -> None:
-                np.copyto(out[lo:hi], convert(dense[lo:hi], self._dtype), casting="unsafe")
+                with np.errstate(over="ignore", invalid="ignore"):  # out of range -> inf, as convert does
+                    np.copyto(out[lo:hi], dense[lo:hi] if direct else convert(dense[lo:hi], self._dtype),
+                              casting="unsafe")
 
             ctx.parallel_for(work, len(x))
             return TensorListCPU(out, x.layout())

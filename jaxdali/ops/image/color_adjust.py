@@ -28,22 +28,28 @@ def _dtype_arg() -> Arg:
 _LEVELS = np.arange(256, dtype=np.uint8)
 
 
+#: Output types ``cv2.LUT`` writes as they are (it narrows 64-bit types).
+_LUT_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64))
+
+
 class _Uint8Table:
-    """uint8 -> uint8 through a 256-entry table per sample (``cv2.LUT``, GIL-free): the per-pixel formula
-    evaluated once per level, so the values are those of the formula on every pixel, bit for bit."""
+    """uint8 input through a 256-entry table per sample (``cv2.LUT``, GIL-free), to any output type
+    OpenCV's LUT writes: the per-pixel formula evaluated once per level, so the values are those of
+    the formula on every pixel, bit for bit."""
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
         n = len(x)
-        if x.np_dtype != np.uint8 or self._dtype not in (None, np.uint8) or not n:
+        out_dtype = np.dtype(self._dtype) if self._dtype is not None else x.np_dtype
+        if x.np_dtype != np.uint8 or out_dtype not in _LUT_TYPES or not n:
             return super().run(ctx, inputs, args)
         shapes = [tuple(s) for s in x.shape()]
         self._check(x.layout(), x.ndim(), shapes[0][-1], x.np_dtype)
         values, _ = self._values(args, n, x.np_dtype, np)
-        coeffs = self.coefficients(values, x.np_dtype, x.np_dtype, np)
-        tables = [convert(self.transform(_LEVELS, [c[i] for c in coeffs], np), np.uint8) for i in range(n)]
-        dense = owned_empty((n,) + shapes[0], np.uint8) if len(set(shapes)) == 1 else None
-        outs = [dense[i] if dense is not None else np.empty(s, np.uint8) for i, s in enumerate(shapes)]
+        coeffs = self.coefficients(values, x.np_dtype, out_dtype, np)
+        tables = [convert(self.transform(_LEVELS, [c[i] for c in coeffs], np), out_dtype) for i in range(n)]
+        dense = owned_empty((n,) + shapes[0], out_dtype) if len(set(shapes)) == 1 else None
+        outs = [dense[i] if dense is not None else np.empty(s, out_dtype) for i, s in enumerate(shapes)]
         samples = x.samples()
 
         def work(lo: int, hi: int) -> None:
