@@ -143,3 +143,24 @@ def test_beta_samples_depend_only_on_their_own_key_and_arguments():
         assert not np.array_equal(batch_a[1], batch_b[1])
     assert not np.array_equal(base[0], base[1])  # each iteration draws anew
     assert np.isfinite(base[0]).all() and ((base[0] >= 0) & (base[0] <= 1)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.int16])
+def test_cat_along_channels_equals_concatenate(dtype):
+    a = [np.random.default_rng(i).integers(0, 200, (6, 7, 1)).astype(dtype) for i in range(2)]
+    b = [np.random.default_rng(9 + i).integers(0, 200, (6, 7, 3)).astype(dtype) for i in range(2)]
+
+    @pipeline_def(batch_size=2, num_threads=2, device_id=None)
+    def pipe():
+        x = fn.external_source(source=lambda: a, layout="HWC")
+        y = fn.external_source(source=lambda: b, layout="HWC")
+        return fn.cat(x, y, axis=2), fn.cat(x, axis_name="C"), fn.cat(y, x, y, axis=-1)
+
+    p = pipe()
+    p.build()
+    two, one, three = p.run()
+    p.close()
+    for i in range(2):
+        np.testing.assert_array_equal(np.asarray(two.at(i)), np.concatenate([a[i], b[i]], 2))
+        np.testing.assert_array_equal(np.asarray(one.at(i)), a[i])
+        np.testing.assert_array_equal(np.asarray(three.at(i)), np.concatenate([b[i], a[i], b[i]], 2))
