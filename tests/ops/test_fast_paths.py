@@ -164,3 +164,24 @@ def test_cat_along_channels_equals_concatenate(dtype):
         np.testing.assert_array_equal(np.asarray(two.at(i)), np.concatenate([a[i], b[i]], 2))
         np.testing.assert_array_equal(np.asarray(one.at(i)), a[i])
         np.testing.assert_array_equal(np.asarray(three.at(i)), np.concatenate([b[i], a[i], b[i]], 2))
+
+
+def test_arithmetic_on_large_batches_is_split_over_threads_with_the_same_values():
+    big = [np.random.default_rng(i).integers(0, 256, (300, 400, 3), dtype=np.uint8) for i in range(4)]  # > 1 MiB
+
+    @pipeline_def(batch_size=4, num_threads=3, device_id=None)
+    def pipe():
+        x = fn.external_source(source=lambda: big, layout="HWC")
+        y = fn.external_source(source=lambda: big[::-1], layout="HWC")
+        return x * 2.5 - y, x / (y - y), x + types.Constant(np.array([1, 2, 3], np.uint8))
+
+    p = pipe()
+    p.build()
+    scaled, divided, shifted = (o.as_array() for o in p.run())
+    p.close()
+    x, y = np.stack(big).astype(np.float32), np.stack(big[::-1])
+    np.testing.assert_array_equal(scaled, x * np.float32(2.5) - y.astype(np.float32))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(divided, x / (y - y).astype(np.float32))
+    assert shifted.dtype == np.uint8
+    np.testing.assert_array_equal(shifted, np.stack(big) + np.array([1, 2, 3], np.uint8))
