@@ -10,8 +10,9 @@ operators may ignore ``images`` and make their own inputs; ``types_of(fn)`` give
 Both libraries run the same case in CPU-only pipelines (``device_id=None``) with the same thread
 count; their repetitions are interleaved (DALI, jaxdali, DALI, jaxdali, ...) so both see the same
 machine load, and each reports the median over repetitions of wall time and of the process's CPU
-time (all threads; on a loaded machine the steadier measure of an operator's cost). A pipeline that only feeds the photos
-(``feed``) is measured the same way, so the feeding cost can be read off both columns.
+time (all threads; on a loaded machine the steadier measure of an operator's cost). A pipeline that
+only feeds the photos (``feed``) is measured the same way, so the feeding cost can be read off both
+columns.
 
     python benchmarks/op_cost.py                       # every case of every family
     python benchmarks/op_cost.py --only hue,cat --reps 7

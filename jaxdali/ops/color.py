@@ -318,7 +318,8 @@ class Cast(Operator):
         dense = x.dense()
         if dense is not None:
             out = np.empty(dense.shape, self._dtype)
-            direct = self._dtype.kind == "f" and dense.dtype != np.bool_  # to float: the nearest value, no rounding rule
+            # to a float type: the nearest value, no rounding rule: one copy with the cast
+            direct = self._dtype.kind == "f" and dense.dtype != np.bool_
 
             def work(lo: int, hi: int) -> None:
                 with np.errstate(over="ignore", invalid="ignore"):  # out of range -> inf, as convert does

@@ -67,8 +67,8 @@ def test_brightness_from_uint8_to_other_types_is_the_formula(dtype, np_dtype):
     ("saturation", dict(saturation=0.4), lambda: hsv_matrix(np.float32(0.0), np.float32(0.4), np.float32(1.0))),
 ])
 def test_hue_and_saturation_stay_within_one_level_of_the_float32_formula(op, kwargs, matrix):
-    uint8_out, float_out = _run(lambda x: (getattr(fn, op)(x, **kwargs), getattr(fn, op)(x, dtype=types.FLOAT, **kwargs)),
-                                IMAGES)
+    op_fn = getattr(fn, op)
+    uint8_out, float_out = _run(lambda x: (op_fn(x, **kwargs), op_fn(x, dtype=types.FLOAT, **kwargs)), IMAGES)
     m = matrix()
     for img, u, f in zip(IMAGES, uint8_out, float_out):
         exact = _apply_matrix(img, m, None, np)

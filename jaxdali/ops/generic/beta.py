@@ -70,6 +70,7 @@ class Beta(_RandomOp):
         ctx.parallel_for(work, n)
         return out
 
+
 BETA = register(OpSchema(
     name="random.beta", impl=Beta, min_inputs=0, max_inputs=1,
     doc="Beta-distributed values in [0, 1] with shape parameters `alpha` and `beta` (float32 by default).",
