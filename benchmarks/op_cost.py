@@ -9,8 +9,10 @@ operators may ignore ``images`` and make their own inputs; ``types_of(fn)`` give
 
 Both libraries run the same case in CPU-only pipelines (``device_id=None``) with the same thread
 count; their repetitions are interleaved (DALI, jaxdali, DALI, jaxdali, ...) so both see the same
-machine load, and each reports the median over repetitions. A pipeline that only feeds the photos
-(``feed``) is measured the same way, so the feeding cost can be read off both columns.
+machine load, and each reports the median over repetitions of wall time and of the process's CPU
+time (all threads; on a loaded machine the steadier measure of an operator's cost). A pipeline that
+only feeds the photos (``feed``) is measured the same way, so the feeding cost can be read off both
+columns.
 
     python benchmarks/op_cost.py                       # every case of every family
     python benchmarks/op_cost.py --only hue,cat --reps 7
@@ -101,17 +103,17 @@ def make_pipeline(lib: str, builder: Builder, photos: list[np.ndarray], threads:
     return pipe
 
 
-def time_batches(pipe, batches: int) -> float:
-    """Milliseconds per batch over ``batches`` runs of ``pipe``."""
-    start = time.perf_counter()
+def time_batches(pipe, batches: int) -> tuple[float, float]:
+    """(wall, CPU) milliseconds per batch over ``batches`` runs of ``pipe``."""
+    start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(batches):
         pipe.run()
-    return (time.perf_counter() - start) * 1000.0 / batches
+    return ((time.perf_counter() - start) * 1000.0 / batches, (time.process_time() - start_cpu) * 1000.0 / batches)
 
 
 def measure(cases: dict[str, tuple[str, Builder]], photos: list[np.ndarray], *, reps: int, batches: int,
             warmup: int, threads: int, libs: tuple[str, ...] = ("dali", "jaxdali")) -> list[dict]:
-    """One row per case: median ms/batch per library over ``reps`` interleaved repetitions."""
+    """One row per case: median wall and CPU ms/batch per library over ``reps`` interleaved repetitions."""
     rows = []
     for name, (family, builder) in cases.items():
         row: dict[str, Any] = {"case": name, "family": family}
@@ -123,7 +125,7 @@ def measure(cases: dict[str, tuple[str, Builder]], photos: list[np.ndarray], *, 
                     pipes[lib].run()
             except Exception as e:  # a case one library cannot build is reported, not fatal
                 row[f"{lib}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-        times: dict[str, list[float]] = {lib: [] for lib in pipes}
+        times: dict[str, list[tuple[float, float]]] = {lib: [] for lib in pipes}
         for _ in range(reps):
             for lib, pipe in list(pipes.items()):
                 try:
@@ -132,22 +134,27 @@ def measure(cases: dict[str, tuple[str, Builder]], photos: list[np.ndarray], *, 
                     row[f"{lib}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
                     del pipes[lib], times[lib]
         for lib, values in times.items():
-            row[f"{lib}_ms"] = statistics.median(values)
+            row[f"{lib}_ms"] = statistics.median(wall for wall, _ in values)
+            row[f"{lib}_cpu_ms"] = statistics.median(cpu for _, cpu in values)
         if "dali_ms" in row and "jaxdali_ms" in row:
             row["ratio"] = row["jaxdali_ms"] / row["dali_ms"]
+            row["cpu_ratio"] = row["jaxdali_cpu_ms"] / max(row["dali_cpu_ms"], 1e-9)
         rows.append(row)
         del pipes
     return rows
 
 
 def report(rows: list[dict]) -> str:
-    """A markdown table: case, family, ms/batch in each library and jaxdali ÷ DALI."""
-    lines = ["| case | family | DALI ms/batch | jaxdali ms/batch | jaxdali ÷ DALI |", "|---|---|---:|---:|---:|"]
+    """A markdown table: case, family, wall and CPU ms/batch in each library and jaxdali ÷ DALI."""
+    lines = ["| case | family | DALI ms/batch | jaxdali ms/batch | jaxdali ÷ DALI | DALI CPU ms | jaxdali CPU ms | "
+             "CPU ratio |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        dali = f"{r['dali_ms']:.2f}" if "dali_ms" in r else f"error: {r.get('dali_error', '-')}"
-        ours = f"{r['jaxdali_ms']:.2f}" if "jaxdali_ms" in r else f"error: {r.get('jaxdali_error', '-')}"
-        ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
-        lines.append(f"| {r['case']} | {r['family']} | {dali} | {ours} | {ratio} |")
+        cells = []
+        for key in ("dali_ms", "jaxdali_ms", "ratio", "dali_cpu_ms", "jaxdali_cpu_ms", "cpu_ratio"):
+            lib = key.split("_")[0]
+            cells.append(f"{r[key]:.2f}" if key in r else
+                         (f"error: {r[lib + '_error']}" if key.endswith("ms") and lib + "_error" in r else "-"))
+        lines.append(f"| {r['case']} | {r['family']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

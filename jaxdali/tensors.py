@@ -165,6 +165,10 @@ class _TensorListBase:
     def is_dense_tensor(self) -> bool:
         return self.dense() is not None
 
+    def with_layout(self, layout: str):
+        """The same data under another layout: the dense array or the samples as they are, no copy."""
+        return type(self)(self._samples if self._dense is None else self._dense, layout, self.source_info)
+
     def at(self, i: int):
         return self.samples()[i]
 

@@ -115,6 +115,10 @@ CONSTANT = register(OpSchema(
           Arg("layout", "str", "", "Layout of each sample."))))
 
 
+#: Dense operands at least this large are computed in chunks of samples on the worker pool.
+_SPLIT_BYTES = 1 << 20
+
+
 class Binary(Operator):
     """Elementwise binary arithmetic with per-sample NumPy broadcasting."""
 
@@ -134,9 +138,19 @@ class Binary(Operator):
         with np.errstate(divide="ignore", invalid="ignore"):
             if da is not None and db is not None:
                 rank = max(da.ndim, db.ndim) - 1
-                out = func(_align(da, rank, np).astype(compute, copy=False),
-                           _align(db, rank, np).astype(compute, copy=False))
-                return TensorListCPU(out.astype(result, copy=False), layout)
+                da, db = _align(da, rank, np), _align(db, rank, np)
+                if max(da.nbytes, db.nbytes) < _SPLIT_BYTES or len(da) != len(db):
+                    out = func(da.astype(compute, copy=False), db.astype(compute, copy=False))
+                    return TensorListCPU(out.astype(result, copy=False), layout)
+                out = np.empty(np.broadcast_shapes(da.shape, db.shape), result)
+
+                def work(lo: int, hi: int) -> None:  # NumPy releases the GIL: the threads share the batch
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        part = func(da[lo:hi].astype(compute, copy=False), db[lo:hi].astype(compute, copy=False))
+                        np.copyto(out[lo:hi], part, casting="unsafe")
+
+                ctx.parallel_for(work, len(out))
+                return TensorListCPU(out, layout)
             if len(a) != len(b):
                 raise ValueError(f"fn.{self.node.schema.name}: operands have {len(a)} and {len(b)} samples")
             samples = [func(x.astype(compute, copy=False), y.astype(compute, copy=False)).astype(result, copy=False)

@@ -300,6 +300,10 @@ CROP_MIRROR_NORMALIZE = register(OpSchema(
 # -- cast ------------------------------------------------------------------------------------------
 
 
+#: Batches smaller than this are cast on the calling thread.
+_INLINE_BYTES = 1 << 16
+
+
 class Cast(Operator):
     """Converts the element type: float -> integer rounds half away from zero and saturates."""
 
@@ -314,11 +318,18 @@ class Cast(Operator):
         dense = x.dense()
         if dense is not None:
             out = np.empty(dense.shape, self._dtype)
+            # to a float type: the nearest value, no rounding rule: one copy with the cast
+            direct = self._dtype.kind == "f" and dense.dtype != np.bool_
 
             def work(lo: int, hi: int) -> None:
-                np.copyto(out[lo:hi], convert(dense[lo:hi], self._dtype), casting="unsafe")
+                with np.errstate(over="ignore", invalid="ignore"):  # out of range -> inf, as convert does
+                    np.copyto(out[lo:hi], dense[lo:hi] if direct else convert(dense[lo:hi], self._dtype),
+                              casting="unsafe")
 
-            ctx.parallel_for(work, len(x))
+            if out.nbytes < _INLINE_BYTES:  # handing a few boxes or labels to the pool costs more than the cast
+                work(0, len(x))
+            else:
+                ctx.parallel_for(work, len(x))
             return TensorListCPU(out, x.layout())
         return TensorListCPU([convert(s, self._dtype) for s in x.samples()], x.layout())
 

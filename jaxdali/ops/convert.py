@@ -20,8 +20,9 @@ __all__ = ["round_half_away", "separate_product", "convert"]
 def round_half_away(x, xp=np):
     """Rounds to the nearest integer, halves away from zero (C's ``round``); exact on host and device."""
     if xp is np:
-        t = np.trunc(x)
-        return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+        r = np.rint(x)  # halves to even; x - r is exact, so the halves are found exactly and moved away
+        tie = np.abs(x - r) == 0.5
+        return np.where(tie, x + np.copysign(0.5, x).astype(r.dtype), r) if tie.any() else r
     from jax import lax
 
     return lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO)
@@ -79,6 +80,11 @@ def _convert(x, dtype: np.dtype, xp, rounding: str):
     bottom = xp.asarray(info.min, dtype=dtype)
     if src.kind == "f":
         r = round_half_away(x, xp) if rounding == "round" else xp.trunc(x)
+        if xp is np and float(src.type(info.max)) == info.max:  # the bounds are exact in src: clamp in place
+            r = np.asarray(r)
+            np.clip(r, src.type(info.min), src.type(info.max), out=r)
+            np.copyto(r, 0, where=np.isnan(r))
+            return r.astype(dtype)
         hi, lo = _float_bounds(src, info)
         inside = (r < hi) & (r > lo)
         safe = xp.where(inside, r, xp.zeros((), src)).astype(dtype)

@@ -116,8 +116,12 @@ class ArgValues(Mapping[str, Any]):
                 raise ValueError(
                     f"fn.{self._op}: argument input '{name}' has {len(tl)} samples, but the batch has {self._n}")
             try:
-                arr = np.stack([np.asarray(s).reshape(shape) for s in tl.samples()]) if self._n else \
-                    np.zeros((0,) + shape)
+                dense = tl.dense() if self._n else None
+                if dense is not None:  # one reshape of the batch, not one per sample
+                    arr = np.asarray(dense).reshape((self._n,) + shape)
+                else:
+                    arr = np.stack([np.asarray(s).reshape(shape) for s in tl.samples()]) if self._n else \
+                        np.zeros((0,) + shape)
             except ValueError:
                 got = sorted({tuple(np.shape(s)) for s in tl.samples()})
                 raise ValueError(

@@ -50,12 +50,17 @@ class _RandomOp(Operator):
         counts = [math.prod(s) for s in shapes]
         width = max(counts, default=0)
         keys = ctx.sample_keys(self.seed)
-        values = self.draw(keys, width, inputs, args, n)
+        values = self.draw_batch(ctx, keys, width, inputs, args, n)
         dtype = self._dtype()
         if len(set(shapes)) <= 1:
             shape = shapes[0] if shapes else ()
             return TensorListCPU(_to_dtype(values[:, : counts[0] if counts else 0], dtype).reshape((n,) + shape))
         return TensorListCPU([_to_dtype(values[i, :c], dtype).reshape(s) for i, (c, s) in enumerate(zip(counts, shapes))])
+
+    def draw_batch(self, ctx, keys, width, inputs, args, n) -> np.ndarray:
+        """The (n, width) values of the batch: ``draw``, unless a subclass shares the work out on
+        ``ctx.parallel_for``."""
+        return self.draw(keys, width, inputs, args, n)
 
     def draw(self, keys, width, inputs, args, n) -> np.ndarray:
         raise NotImplementedError

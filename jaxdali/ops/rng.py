@@ -18,18 +18,29 @@ _MASK = (1 << 64) - 1
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+    z = z ^ (z >> np.uint64(30))  # a new array: the steps below work in place on it
+    z *= _M1
+    z ^= z >> np.uint64(27)
+    z *= _M2
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def _mix_int(z: int) -> int:
+    """``_mix`` of one 64-bit value with Python integers (no array round trip)."""
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & _MASK
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
 
 
 def derive_seed(*parts: int) -> int:
     """A 64-bit seed that depends on every part (order matters); pure Python integers in and out."""
-    with np.errstate(over="ignore"):
-        h = np.zeros(1, np.uint64)
-        for p in parts:
-            h = _mix(h ^ np.array([(int(p) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK], np.uint64))
-    return int(h[0])
+    h = 0
+    for p in parts:
+        h = _mix_int(h ^ ((int(p) * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK))
+    return h
 
 
 def random_seed() -> int:

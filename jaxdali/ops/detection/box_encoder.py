@@ -32,17 +32,22 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     a_cols = [np.ascontiguousarray(a[:, k])[None, :] for k in range(4)]
     b_cols = [b[:, k, None] for k in range(4)]
-    w = np.minimum(a_cols[2], b_cols[2]) - np.maximum(a_cols[0], b_cols[0])
-    h = np.minimum(a_cols[3], b_cols[3]) - np.maximum(a_cols[1], b_cols[1])
+    w = np.minimum(a_cols[2], b_cols[2])
+    scratch = np.maximum(a_cols[0], b_cols[0])
+    w -= scratch
+    h = np.minimum(a_cols[3], b_cols[3])
+    h -= np.maximum(a_cols[1], b_cols[1], out=scratch)
     np.maximum(w, 0, out=w)
     np.maximum(h, 0, out=h)
     inter = np.multiply(w, h, out=w)
     area_a = (a_cols[2] - a_cols[0]) * (a_cols[3] - a_cols[1])
     area_b = (b_cols[2] - b_cols[0]) * (b_cols[3] - b_cols[1])
-    union = area_a + area_b - inter
+    union = np.add(area_a, area_b, out=scratch)
+    union -= inter
     with np.errstate(divide="ignore", invalid="ignore"):
         iou = np.divide(inter, union, out=h)
-    iou[~(union > 0)] = 0
+    if not ((area_a > 0).all() and (area_b > 0).all()):  # else every union is at least the larger area
+        iou[~(union > 0)] = 0
     return iou.T
 
 

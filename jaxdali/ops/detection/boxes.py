@@ -28,8 +28,18 @@ def _float_rows(op: str, tl: TensorListCPU, width: int | None) -> Rows:
     return Rows.of(tl, op, width)
 
 
-def _flags(args, name: str, rows: Rows) -> np.ndarray:
-    return rows.per_row(args.per_sample(name, np.int32) != 0)
+def _flags(args, name: str, rows: Rows) -> np.ndarray | slice | None:
+    """Rows to flip: a mask per row, or ``slice(None)`` (all) / None (none) for a constant flag."""
+    if args.is_per_sample(name):
+        return rows.per_row(args.per_sample(name, np.int32) != 0)
+    return slice(None) if args[name] else None
+
+
+def _per_row(args, name: str, rows: Rows) -> np.ndarray:
+    """A float32 argument for every row: (total,) per sample, or a scalar when constant."""
+    if args.is_per_sample(name):
+        return rows.per_row(args.per_sample(name, _F32))
+    return _F32(args[name])
 
 
 class BbFlip(Operator):
@@ -42,8 +52,8 @@ class BbFlip(Operator):
             b[:, 2:] += b[:, :2]
         for axis, name in ((0, "horizontal"), (1, "vertical")):
             flip = _flags(args, name, rows)
-            lo, hi = b[flip, axis], b[flip, axis + 2]
-            b[flip, axis], b[flip, axis + 2] = _F32(1) - hi, _F32(1) - lo
+            if flip is not None:  # both sides are computed before either is stored
+                b[flip, axis], b[flip, axis + 2] = _F32(1) - b[flip, axis + 2], _F32(1) - b[flip, axis]
         if not self.args["ltrb"]:
             b[:, 2:] -= b[:, :2]
         return rows.batch(b)
@@ -54,14 +64,14 @@ class BboxPaste(Operator):
 
     def run(self, ctx, inputs, args):
         rows = _float_rows("bbox_paste", inputs[0], 4)
-        ratio = args.per_sample("ratio", _F32)
+        ratio = _per_row(args, "ratio", rows)
         if (ratio < 1).any():
             raise OpArgumentError(f"fn.bbox_paste: argument 'ratio' must be >= 1 (the canvas is at least as large as "
-                                  f"the image), got {float(ratio[ratio < 1][0])}")
-        scale = rows.per_row(_F32(1) / ratio)[:, None]
-        margin = rows.per_row(ratio - _F32(1))[:, None]  # canvas size not covered by the image, in image sizes
-        offset = np.stack([rows.per_row(args.per_sample("paste_x", _F32)),
-                           rows.per_row(args.per_sample("paste_y", _F32))], 1) * margin * scale
+                                  f"the image), got {float(np.atleast_1d(ratio)[np.atleast_1d(ratio) < 1][0])}")
+        scale = np.reshape(_F32(1) / ratio, (-1, 1))
+        margin = np.reshape(ratio - _F32(1), (-1, 1))  # canvas size not covered by the image, in image sizes
+        paste_x, paste_y = np.broadcast_arrays(_per_row(args, "paste_x", rows), _per_row(args, "paste_y", rows))
+        offset = np.stack([paste_x.reshape(-1), paste_y.reshape(-1)], 1) * margin * scale
         b = rows.values
         out = np.empty_like(b)
         out[:, :2] = b[:, :2] * scale + offset
@@ -87,8 +97,9 @@ class CoordFlip(Operator):
         p = rows.values.copy()
         for axis, name in enumerate(layout):
             flip = _flags(args, f"flip_{name}", rows)
-            centre = rows.per_row(args.per_sample(f"center_{name}", _F32))
-            p[flip, axis] = _F32(2) * centre[flip] - p[flip, axis]
+            if flip is not None:
+                centre = np.broadcast_to(_per_row(args, f"center_{name}", rows), p.shape[:1])
+                p[flip, axis] = _F32(2) * centre[flip] - p[flip, axis]
         return rows.batch(p)
 
 
@@ -104,36 +115,39 @@ class CoordTransform(Operator):
             raise OpArgumentError("fn.coord_transform: give 'MT', or 'M' and/or 'T', not both")
         self.given = given
 
-    def _matrices(self, args, n: int, d: int) -> np.ndarray:
-        """Per-sample (n, d_out, d + 1) float32 [M | T]."""
-        def values(name):
-            if args.is_per_sample(name):
-                return [np.asarray(args.sample_value(name, i), _F32).reshape(-1) for i in range(n)]
-            return [np.asarray(args[name], _F32).reshape(-1)] * n
+    def _matrix(self, mt, m, t, d: int) -> np.ndarray:
+        """One (d_out, d + 1) float32 [M | T] from flat ``MT``, or ``M`` and ``T`` (None: not given)."""
+        if "MT" in self.given:
+            if mt.size % (d + 1):
+                raise OpArgumentError(f"fn.coord_transform: argument 'MT' has {mt.size} elements, which is not a "
+                                      f"multiple of {d + 1} (points of {d} coordinates, plus the translation)")
+            return mt.reshape(-1, d + 1)
+        m = np.ones(1, _F32) if m is None else m
+        if m.size == 1:
+            m = np.eye(d, dtype=_F32) * m[0]
+        elif m.size % d:
+            raise OpArgumentError(f"fn.coord_transform: argument 'M' has {m.size} elements, which is not a "
+                                  f"multiple of the {d} coordinates of the points")
+        m = m.reshape(-1, d)
+        t = np.zeros(len(m), _F32) if t is None else t
+        if t.size == 1:
+            t = np.full(len(m), t[0], _F32)
+        if t.size != len(m):
+            raise OpArgumentError(f"fn.coord_transform: argument 'T' has {t.size} elements for {len(m)} output "
+                                  f"coordinates")
+        return np.concatenate([m, t[:, None]], axis=1)
 
-        out = []
-        for i in range(n):
-            if "MT" in self.given:
-                mt = values("MT")[i]
-                if mt.size % (d + 1):
-                    raise OpArgumentError(f"fn.coord_transform: argument 'MT' has {mt.size} elements, which is not a "
-                                          f"multiple of {d + 1} (points of {d} coordinates, plus the translation)")
-                out.append(mt.reshape(-1, d + 1))
-                continue
-            m = values("M")[i] if "M" in self.given else np.ones(1, _F32)
-            if m.size == 1:
-                m = np.eye(d, dtype=_F32) * m[0]
-            elif m.size % d:
-                raise OpArgumentError(f"fn.coord_transform: argument 'M' has {m.size} elements, which is not a "
-                                      f"multiple of the {d} coordinates of the points")
-            m = m.reshape(-1, d)
-            t = values("T")[i] if "T" in self.given else np.zeros(len(m), _F32)
-            if t.size == 1:
-                t = np.full(len(m), t[0], _F32)
-            if t.size != len(m):
-                raise OpArgumentError(f"fn.coord_transform: argument 'T' has {t.size} elements for {len(m)} output "
-                                      f"coordinates")
-            out.append(np.concatenate([m, t[:, None]], axis=1))
+    def _matrices(self, args, n: int, d: int) -> np.ndarray:
+        """(d_out, d + 1) float32 [M | T] for every sample when no argument is per sample, else
+        (n, d_out, d + 1)."""
+        def value(name, i):
+            if name not in self.given:
+                return None
+            return np.asarray(args.sample_value(name, i) if args.is_per_sample(name) else args[name], _F32).reshape(-1)
+
+        if not any(args.is_per_sample(name) for name in self.given):
+            return self._matrix(value("MT", 0), value("M", 0), value("T", 0), d)
+        out = [self._matrix(value("MT", i), value("M", i), value("T", i), d) for i in range(n)]
         shapes = {m.shape for m in out}
         if len(shapes) > 1:
             raise ValueError(f"fn.coord_transform: the samples' matrices give different output dimensions, "
@@ -154,16 +168,22 @@ class CoordTransform(Operator):
                             f"({tl.np_dtype}), got {out_dtype}")
         rows = Rows.of(tl, "coord_transform", None)
         n, d = len(rows.shapes), rows.values.shape[1]
-        mt = rows.per_row(self._matrices(args, n, d))
-        p = rows.values
-        res = mt[:, :, 0] * p[:, 0, None]
-        for k in range(1, d):
-            res = res + mt[:, :, k] * p[:, k, None]
-        res = res + mt[:, :, d]
+        mt = self._matrices(args, n, d)
+        mt = mt[None] if mt.ndim == 2 else rows.per_row(mt)  # one matrix broadcasts over every row
+        # one output coordinate at a time over contiguous coordinate columns (NumPy is slow on rows of
+        # 2 or 3 values); each product is rounded on its own, then added, as DALI sums them
+        columns = np.ascontiguousarray(rows.values.T, dtype=_F32)
+        res = np.empty((mt.shape[1], columns.shape[1]), _F32)
+        for o, acc in enumerate(res):
+            np.multiply(columns[0], mt[:, o, 0], out=acc)
+            for k in range(1, d):
+                acc += columns[k] * mt[:, o, k]
+            acc += mt[:, o, d]
+        res = res.T
         if out_dtype.kind in "iu":
             info = np.iinfo(out_dtype)
             res = np.clip(np.rint(res), info.min, info.max)
-        return rows.batch(res.astype(out_dtype))
+        return rows.batch(res.astype(out_dtype, copy=False))
 
 
 _FLIP_ARGS = tuple(

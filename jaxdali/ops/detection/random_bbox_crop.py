@@ -210,9 +210,10 @@ class RandomBBoxCrop(Operator):
 
     def _kept_batched(self, windows: np.ndarray, boxes: np.ndarray) -> np.ndarray:
         """(n, k, m) whether each sample's boxes stay in each of its windows."""
-        if self.prune is None:
-            centre = ((boxes[:, :, :2] + boxes[:, :, 2:]) * _F32(0.5))[:, None]
-            return ((centre >= windows[:, :, None, :2]) & (centre <= windows[:, :, None, 2:])).all(3)
+        if self.prune is None:  # coordinate by coordinate: NumPy is slow on a trailing axis of 2
+            cx, cy = (((boxes[:, :, k] + boxes[:, :, k + 2]) * _F32(0.5))[:, None, :] for k in (0, 1))
+            x0, y0, x1, y1 = (windows[:, :, k, None] for k in range(4))
+            return (cx >= x0) & (cy >= y0) & (cx <= x1) & (cy <= y1)
         return _batched_scores(windows, boxes, "overlap") >= self.prune
 
     # -- the batch --------------------------------------------------------------------------------------

@@ -32,12 +32,16 @@ class RandomCropGenerator(Operator):
         self.num_attempts = int(self.args["num_attempts"])
 
     def run(self, ctx, inputs, args):
-        shapes = [np.asarray(s) for s in inputs[0].samples()]
-        bad = [s for s in shapes if s.ndim != 1 or s.size < 2 or s.dtype.kind not in "iu"]
-        if bad:
-            raise ValueError(f"fn.{self.op}: each sample must be a 1-D integer shape with at least 2 values "
-                             f"(H, W, ...), got {bad[0].dtype.name} of shape {list(bad[0].shape)}")
-        hw = np.array([s[:2] for s in shapes], np.int64).reshape(-1, 2)
+        dense = inputs[0].dense()
+        if dense is not None and dense.ndim == 2 and dense.shape[1] >= 2 and dense.dtype.kind in "iu":
+            hw = dense[:, :2].astype(np.int64)
+        else:
+            shapes = [np.asarray(s) for s in inputs[0].samples()]
+            bad = [s for s in shapes if s.ndim != 1 or s.size < 2 or s.dtype.kind not in "iu"]
+            if bad:
+                raise ValueError(f"fn.{self.op}: each sample must be a 1-D integer shape with at least 2 values "
+                                 f"(H, W, ...), got {bad[0].dtype.name} of shape {list(bad[0].shape)}")
+            hw = np.array([s[:2] for s in shapes], np.int64).reshape(-1, 2)
         if (hw < 1).any():
             raise ValueError(f"fn.{self.op}: image sizes must be >= 1, got {hw[(hw < 1).any(1)][0].tolist()}")
         u = rng.uniform(ctx.sample_keys(self.seed), crop_window_draws(self.num_attempts))

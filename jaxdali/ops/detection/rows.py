@@ -4,6 +4,7 @@ box and point operators run one vectorised NumPy expression per batch, ragged or
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class Rows:
         else:
             values = np.concatenate([np.asarray(s, dtype).reshape(-1, w) for s in tl.samples()]) if shapes else \
                 np.zeros((0, w), dtype)
-        counts = [int(np.prod(s[:-1])) for s in shapes]
+        counts = [math.prod(s[:-1]) for s in shapes]
         return cls(values, np.repeat(np.arange(len(shapes)), counts), shapes, tl.layout())
 
     def per_row(self, per_sample: np.ndarray) -> np.ndarray:
@@ -52,5 +53,5 @@ class Rows:
         layout = self.layout if layout is None else layout
         if len(set(shapes)) == 1 and shapes:
             return TensorListCPU(values.reshape((len(shapes),) + shapes[0]), layout)
-        bounds = np.cumsum([int(np.prod(s[:-1])) for s in shapes])[:-1]
+        bounds = np.cumsum([math.prod(s[:-1]) for s in shapes])[:-1]
         return TensorListCPU([part.reshape(s) for part, s in zip(np.split(values, bounds), shapes)], layout)

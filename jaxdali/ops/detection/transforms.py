@@ -30,12 +30,12 @@ _F32 = np.float32
 
 def homogeneous(tl: TensorListCPU, op: str, what: str) -> np.ndarray:
     """A batch of ``ndim x (ndim + 1)`` affine matrices as (n, ndim + 1, ndim + 1) float32."""
-    samples = [np.asarray(s, _F32) for s in tl.samples()]
-    shapes = {s.shape for s in samples}
-    if len(shapes) != 1 or len(next(iter(shapes))) != 2 or samples[0].shape[1] != samples[0].shape[0] + 1:
+    dense = tl.dense()
+    m = None if dense is None else np.asarray(dense, _F32)
+    if m is None or m.ndim != 3 or m.shape[2] != m.shape[1] + 1:
+        shapes = sorted({tuple(np.shape(s)) for s in tl.samples()})
         raise ValueError(f"fn.{op}: {what} must hold affine matrices of shape (ndim, ndim + 1), the same for "
-                         f"every sample, got shapes {sorted(shapes)}")
-    m = np.stack(samples)
+                         f"every sample, got shapes {shapes}")
     n, d = m.shape[0], m.shape[1]
     out = np.zeros((n, d + 1, d + 1), _F32)
     out[:, :d] = m
@@ -77,6 +77,11 @@ class _Transform(Operator):
         """The dimensionality implied by the operator itself (e.g. rotation's axis), if any."""
         return None
 
+    def __init__(self, node, build):
+        super().__init__(node, build)
+        #: (batch size, input ndim) -> this transform's matrices, when no argument is per sample.
+        self._constant_matrices: dict[tuple[int, int | None], np.ndarray] = {}
+
     def _ndim(self, vectors: dict, input_ndim: int | None) -> int:
         fixed = self.fixed_ndim(vectors)
         if fixed is not None and input_ndim is not None and fixed != input_ndim:
@@ -100,20 +105,27 @@ class _Transform(Operator):
                                   f"{d} dimensions")
         return d
 
-    def _own(self, inputs, args, n: int) -> tuple[np.ndarray, np.ndarray | None]:
-        before = homogeneous(inputs[0], self.op, "the input") if inputs else None
+    def _own(self, args, n: int, input_ndim: int | None) -> np.ndarray:
         vectors = {name: _vectors(args, name, n) for name in self.vector_args}
-        d = self._ndim(vectors, None if before is None else before.shape[1] - 1)
+        d = self._ndim(vectors, input_ndim)
         vectors = {k: (v if v is None or k in self.factor_args else np.ascontiguousarray(np.broadcast_to(v, (n, d))))
                    for k, v in vectors.items()}
-        return self.matrices(vectors, args, d, n), before
+        return self.matrices(vectors, args, d, n)
 
     def run(self, ctx, inputs, args):
         n = ctx.batch_size
-        m, before = self._own(inputs, args, n)
+        before = homogeneous(inputs[0], self.op, "the input") if inputs else None
+        key = (n, None if before is None else before.shape[1] - 1)
+        if self.node.arg_inputs:
+            m = self._own(args, *key)
+        else:  # constant arguments: the same matrices every batch of this size
+            m = self._constant_matrices.get(key)
+            if m is None:
+                m = self._constant_matrices[key] = self._own(args, *key)
+                m.flags.writeable = False
         if before is not None:
             m = _compose(m, before, self.args["reverse_order"])
-        return TensorListCPU(np.ascontiguousarray(m[:, :-1]))
+        return TensorListCPU(m[:, :-1].copy())
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

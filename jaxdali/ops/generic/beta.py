@@ -1,51 +1,52 @@
-"""``fn.random.beta``: Beta-distributed values from the counter-based generator (``jaxdali.ops.rng``)."""
+"""``fn.random.beta``: Beta-distributed values, each sample from its own counter-based generator.
+
+A sample's values come from NumPy's Philox generator keyed by the sample's key (``jaxdali.ops.rng``:
+a pure function of seed, iteration and sample index), so they do not depend on thread scheduling or
+on the other samples, and a checkpoint needs only the iteration index. The gamma variates are drawn
+by NumPy in C (Marsaglia and Tsang), in the output type, with the GIL released.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from jaxdali.ops import rng
 from jaxdali.ops.random import _SHAPE_ARGS, _RandomOp
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.types import DALIDataType
 
 __all__ = ["BETA"]
 
-_GAMMA_STREAMS = 1 << 16  # stream ids of the second gamma variable start here
+_BETA_STREAM = 0xBE7A  # second half of each sample's 128-bit Philox key
+_PHILOX_START = {"bit_generator": "Philox", "buffer": np.zeros(4, np.uint64), "buffer_pos": 4, "has_uint32": 0,
+                 "uinteger": 0}
 
 
-def gamma(keys: np.ndarray, width: int, shape: np.ndarray, first_stream: int) -> np.ndarray:
-    """Gamma(shape, 1) values, (len(keys), width), by Marsaglia and Tsang's method.
+def _start(bit_generator: np.random.Philox, key: np.uint64) -> None:
+    """Puts the generator at the start of the stream of the sample with ``key``."""
+    bit_generator.state = dict(_PHILOX_START, state={"counter": np.zeros(4, np.uint64),
+                                                     "key": np.array([key, _BETA_STREAM], np.uint64)})
 
-    Every element tries candidates from its own numbered streams until one is accepted, so its value
-    depends only on (key, element), whatever the other elements need. Shapes below 1 use
-    Gamma(shape + 1) * U ** (1 / shape).
-    """
-    boosted = np.where(shape < 1, shape + 1, shape)
-    d = boosted - 1.0 / 3.0
-    c = 1.0 / np.sqrt(9.0 * d)
-    out = np.full((len(keys), width), np.nan)
-    attempt = 0
-    while np.isnan(out).any():
-        stream = first_stream + 2 * attempt
-        z = rng.normal(keys, width, stream)
-        u = rng.uniform(keys, width, stream + 1)
-        v = (1.0 + c * z) ** 3
-        with np.errstate(invalid="ignore", divide="ignore"):
-            accept = (v > 0) & (np.log(u) < 0.5 * z * z + d - d * v + d * np.log(v))
-        take = np.isnan(out) & accept
-        out[take] = (d * v)[take]
-        attempt += 1
-    small = np.broadcast_to(shape < 1, out.shape)
-    if small.any():
-        u = rng.uniform(keys, width, first_stream - 1)
-        with np.errstate(divide="ignore"):
-            out = np.where(small, out * u ** (1.0 / shape), out)
-    return out
+
+def beta_rows(keys: np.ndarray, alpha: np.ndarray, beta: np.ndarray, out: np.ndarray) -> None:
+    """Fills row ``i`` of ``out`` (float32 or float64) with Beta(alpha[i], beta[i]) values of the sample
+    with ``keys[i]``, as X / (X + Y), X ~ Gamma(alpha), Y ~ Gamma(beta)."""
+    bit_generator = np.random.Philox(key=0)
+    generator = np.random.Generator(bit_generator)
+    width, dtype = out.shape[1], out.dtype
+    for i, key in enumerate(keys):
+        _start(bit_generator, key)
+        x = generator.standard_gamma(alpha[i], width, dtype)
+        y = generator.standard_gamma(beta[i], width, dtype)
+        with np.errstate(invalid="ignore"):
+            np.divide(x, x + y, out=out[i])
+        # both gammas can underflow to 0 for tiny shapes: the limit picks 0 or 1 with odds alpha : beta
+        tie = np.isnan(out[i])
+        if tie.any():
+            out[i, tie] = generator.random(int(tie.sum())) < alpha[i] / (alpha[i] + beta[i])
 
 
 class Beta(_RandomOp):
-    """Beta(alpha, beta) as X / (X + Y) with X ~ Gamma(alpha), Y ~ Gamma(beta)."""
+    """Beta(alpha, beta) values; sample rows shared out on the worker pool."""
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -53,7 +54,7 @@ class Beta(_RandomOp):
         if dtype is not None and dtype not in (DALIDataType.FLOAT, DALIDataType.FLOAT64):
             raise OpArgumentError(f"fn.random.beta: argument 'dtype' must be FLOAT or FLOAT64, got {dtype!r}")
 
-    def draw(self, keys, width, inputs, args, n):
+    def draw_batch(self, ctx, keys, width, inputs, args, n):
         alpha = args.per_sample("alpha", np.float64)
         beta = args.per_sample("beta", np.float64)
         for name, values in (("alpha", alpha), ("beta", beta)):
@@ -61,15 +62,12 @@ class Beta(_RandomOp):
             if bad.size:
                 raise OpArgumentError(f"fn.random.beta: '{name}' must be a positive finite number, got "
                                       f"{values[bad[0]]:g} for sample {int(bad[0])}")
-        x = gamma(keys, width, alpha[:, None], 1)
-        y = gamma(keys, width, beta[:, None], _GAMMA_STREAMS)
-        with np.errstate(invalid="ignore"):
-            out = x / (x + y)
-        # both gammas can underflow to 0 for tiny shapes: the limit picks 0 or 1 with odds alpha : beta
-        tie = ~np.isfinite(out)
-        if tie.any():
-            coin = rng.uniform(keys, width, 2 * _GAMMA_STREAMS) < (alpha / (alpha + beta))[:, None]
-            out = np.where(tie, coin.astype(np.float64), out)
+        out = np.empty((n, width), self._dtype())
+
+        def work(lo: int, hi: int) -> None:
+            beta_rows(keys[lo:hi], alpha[lo:hi], beta[lo:hi], out[lo:hi])
+
+        ctx.parallel_for(work, n)
         return out
 
 

@@ -22,7 +22,10 @@ def _jnp():
 def convert_samples(ctx, data: TensorListCPU, dtype: np.dtype) -> TensorListCPU:
     """Every sample converted to ``dtype`` (``convert``'s rules), sample by sample on the worker pool.
 
-    A conversion that is exact (``np.can_cast(..., "safe")``) writes straight into one dense output."""
+    A batch already of ``dtype`` is returned as it is; a conversion that is exact
+    (``np.can_cast(..., "safe")``) writes straight into one dense output."""
+    if data.np_dtype == dtype:  # nothing to convert: the same batch, no copy
+        return data
     samples = data.samples()
     shapes = data.shape()
     if samples and len(set(shapes)) == 1 and np.can_cast(data.np_dtype, dtype, "safe"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from jaxdali.ops.operator import Operator
@@ -15,6 +16,22 @@ def _jnp():
     import jax.numpy as jnp
 
     return jnp
+
+
+#: Element types ``cv2.merge`` joins as they are, and its limit on channels.
+_MERGE_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64))
+_MERGE_MAX_CHANNELS = 512
+
+
+def _merge_channels(arrays: list[np.ndarray]) -> np.ndarray | None:
+    """HWC arrays joined along C by ``cv2.merge`` (GIL-free, fast on interleaved channels, where
+    ``np.concatenate`` copies a few bytes at a time); None when OpenCV cannot take them."""
+    first = arrays[0]
+    if first.ndim != 3 or first.dtype not in _MERGE_TYPES or first.size == 0 or \
+            sum(a.shape[2] for a in arrays) > _MERGE_MAX_CHANNELS or any(a.size == 0 for a in arrays):
+        return None
+    h, w = first.shape[:2]
+    return cv2.merge([np.ascontiguousarray(a) for a in arrays]).reshape(h, w, -1)
 
 
 class _Join(Operator):
@@ -68,9 +85,13 @@ class _Join(Operator):
         samples = [tl.samples() for tl in inputs]
         out: list = [None] * len(inputs[0])
 
+        merge = not self.new_axis and axis == 2  # the channels of HWC-like samples
+
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
-                out[i] = self._join([s[i] for s in samples], axis, np)
+                arrays = [s[i] for s in samples]
+                joined = _merge_channels(arrays) if merge else None
+                out[i] = joined if joined is not None else self._join(arrays, axis, np)
 
         ctx.parallel_for(work, len(out))
         return TensorListCPU(out, layout)

@@ -209,7 +209,29 @@ class _Extreme(_Reduction):
         else:
             info = np.iinfo(x.dtype)
             identity = info.max if self.float_identity > 0 else info.min
+        if axes and axes == tuple(range(len(axes))) and x.size and x.size // _count(x, axes) < _FOLD_ELEMENTS:
+            return _folded_extreme(type(self).func, x, axes, identity)
         return type(self).func(x, axis=axes, keepdims=True, initial=identity)
+
+
+#: Width of the rows a leading-axes min/max folds its input into (see ``_folded_extreme``).
+_FOLD_ELEMENTS = 1024
+
+
+def _folded_extreme(func: Callable, x: np.ndarray, axes: tuple[int, ...], identity) -> np.ndarray:
+    """min/max over leading axes of a sample with few trailing elements (e.g. per channel of HWC).
+
+    NumPy reduces (n, 3) along n three elements at a time; viewed as rows of about ``_FOLD_ELEMENTS``
+    elements (whole groups of the trailing ones), the reduction runs along long rows, then over the
+    groups of one row. The extreme does not depend on the grouping, so the values are the same."""
+    n = _count(x, axes)
+    width = x.size // n
+    rows = np.ascontiguousarray(x).reshape(n, width)
+    groups = max(1, _FOLD_ELEMENTS // width)
+    whole = n - n % groups
+    folded = func(rows[:whole].reshape(-1, groups * width), axis=0, initial=identity).reshape(groups, width)
+    result = func(np.concatenate([folded, rows[whole:]]), axis=0, initial=identity)
+    return result.reshape(tuple(1 if d in axes else e for d, e in enumerate(x.shape)))
 
 
 class Min(_Extreme):

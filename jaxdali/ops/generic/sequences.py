@@ -63,7 +63,7 @@ class PerFrame(Operator):
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
-        return TensorListCPU(x.dense() if x.dense() is not None else x.samples(), self.out_layout(x.layout(), x.ndim()))
+        return x.with_layout(self.out_layout(x.layout(), x.ndim()))
 
     def out_layout(self, layout: str, ndim: int) -> str:
         if not layout:
