@@ -311,6 +311,17 @@ def test_random_crop_generator_windows_follow_dalis_rules():
             assert 0.75 * 0.95 <= s[1] / s[0] <= 4 / 3 * 1.05
 
 
+def test_random_crop_generator_gives_empty_images_the_empty_window():
+    """A size <= 0 is not an error in DALI (its checkpointing test feeds random.uniform's {-1, 0, 1}):
+    anchor and shape [0, 0]; a 1-pixel-wide image still gets a [1, 1] window."""
+    shapes = [np.array(s, np.int64) for s in ([5, 0], [5, -3], [0, 0], [-1, 7], [100, 1], [1, 1])]
+    dali_out, ours = run_both(lambda fn, t, s: tuple(fn.random_crop_generator(s)), [shapes], batch_size=len(shapes))
+    for anchors, sizes in (dali_out, ours):
+        assert [s.tolist() for s in sizes] == [[0, 0]] * 4 + [[1, 1]] * 2
+        assert [a.tolist() for a in anchors[:4]] == [[0, 0]] * 4 and anchors[5].tolist() == [0, 0]
+        assert 0 <= anchors[4][0] <= 99 and anchors[4][1] == 0
+
+
 POLYGONS = [np.array([[0, 0, 3], [1, 3, 7], [2, 7, 10], [3, 10, 12]], np.int32),
             np.array([[5, 0, 4], [7, 4, 5]], np.int32),
             np.array([[1, 0, 6], [0, 6, 9]], np.int32)]
