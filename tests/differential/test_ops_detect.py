@@ -297,6 +297,17 @@ def test_roi_random_crop_draws_from_dalis_range(case):
         assert (anchors.min(0) == lo).all() and (anchors.max(0) == hi).all()
 
 
+def test_roi_random_crop_bounds_a_2d_crop_by_an_hwc_inputs_height_and_width():
+    """A data input with more dimensions than crop_shape (an HWC image, a 2-D crop): its first ones bound
+    the anchors, as in DALI's checkpointing test of the operator."""
+    images = [np.zeros((35, 60, 3), np.uint8)] * 64
+    dali_out, ours = run_both(lambda fn, t, x: fn.roi_random_crop(x, crop_shape=[30, 10], roi_start=[10, 20],
+                                                                   roi_end=[30, 50]), [images], batch_size=64)
+    for anchors in (np.stack(dali_out[0]), np.stack(ours[0])):  # rows: [0, 35 - 30], columns: [20, 50 - 10]
+        assert anchors.shape == (64, 2)
+        assert anchors.min(0).tolist() == [0, 20] and anchors.max(0).tolist() == [5, 40]
+
+
 def test_random_crop_generator_windows_follow_dalis_rules():
     """int32 [y, x] and [h, w] inside the image, area and aspect ratio within the ranges, in both."""
     shapes = [np.array(s, np.int64) for s in ([375, 500, 3], [500, 333, 3], [240, 320, 1], [100, 100, 3])] * 16
