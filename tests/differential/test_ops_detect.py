@@ -297,6 +297,21 @@ def test_roi_random_crop_draws_from_dalis_range(case):
         assert (anchors.min(0) == lo).all() and (anchors.max(0) == hi).all()
 
 
+def test_random_bbox_crop_accepts_boxes_with_reversed_corners():
+    """DALI checks only that the corners lie in [0, 1] (its checkpointing test feeds pixel rows as xyXY
+    boxes, some with right < left); such boxes go through, unchanged by a whole-image window."""
+    boxes = [rng.uniform(0, 1, (12, 4)).astype(np.float32) for _ in range(8)]
+    assert any((b[:, 2] < b[:, 0]).any() for b in boxes)
+    dali_out, ours = run_both(lambda fn, t, b: tuple(fn.random_bbox_crop(b, bbox_layout="xyXY",
+                                                                          input_shape=(2000, 2000))),
+                              [boxes], batch_size=8)
+    for anchors, shapes, out_boxes in (dali_out, ours):
+        for a, s, b_in, b_out in zip(anchors, shapes, boxes, out_boxes):
+            assert (a >= 0).all() and (s > 0).all() and (a + s <= 1 + 1e-6).all()
+            if (s == 1).all():
+                np.testing.assert_array_equal(b_out, b_in)
+
+
 def test_roi_random_crop_bounds_a_2d_crop_by_an_hwc_inputs_height_and_width():
     """A data input with more dimensions than crop_shape (an HWC image, a 2-D crop): its first ones bound
     the anchors, as in DALI's checkpointing test of the operator."""
