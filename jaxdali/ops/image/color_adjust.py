@@ -62,7 +62,7 @@ class Brightness(_Uint8Table, BrightnessContrast):
     coefficient_args = ("brightness", "brightness_shift")
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["brightness"])
+        neutral = xp.ones_like(values["brightness"])
         return bc_coefficients(values["brightness"], neutral, values["brightness_shift"], neutral * 0,
                                _value_range(out_dtype), xp)
 
@@ -74,7 +74,7 @@ class Contrast(_Uint8Table, BrightnessContrast):
     coefficient_args = ("contrast", "contrast_center")
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["contrast"])
+        neutral = xp.ones_like(values["contrast"])
         return bc_coefficients(neutral, values["contrast"], neutral * 0, values["contrast_center"],
                                _value_range(out_dtype), xp)
 
@@ -86,7 +86,7 @@ class Hue(Hsv):
     coefficient_args = ("hue",)
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["hue"])
+        neutral = xp.ones_like(values["hue"])
         return (hsv_matrix(values["hue"], neutral, neutral, xp),)
 
 
@@ -97,7 +97,7 @@ class Saturation(Hsv):
     coefficient_args = ("saturation",)
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["saturation"])
+        neutral = xp.ones_like(values["saturation"])
         return (hsv_matrix(neutral * 0, values["saturation"], neutral, xp),)
 
 
