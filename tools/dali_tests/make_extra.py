@@ -204,6 +204,23 @@ def sequence_frames(out: Path, shared: Path) -> None:
             Image.fromarray(array).save(out / str(stream) / f"{i:05d}.jpg", quality=90)
 
 
+def nemo_wavs(out: Path, shared: Path) -> None:
+    """db/audio/wav/*.wav: ten 1-second clips of the video's sound track, 16 kHz mono 16-bit PCM."""
+    import av
+    import wave
+
+    with av.open(str(shared / "video" / "bigbuckbunny.mp4")) as container:
+        resampler = av.AudioResampler(format="s16", layout="mono", rate=16000)
+        pcm = np.concatenate([f.to_ndarray().reshape(-1) for frame in container.decode(audio=0)
+                              for f in resampler.resample(frame)])
+    for i in range(10):
+        with wave.open(str(out / f"clip{i}.wav"), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(16000)
+            w.writeframes(pcm[i * 8000:i * 8000 + 16000].astype("<i2").tobytes())
+
+
 SETS = {
     "db/single/jpeg": single_jpeg,
     "db/coco": coco,
@@ -216,6 +233,7 @@ SETS = {
     "db/video/small": small_videos,
     "db/video/vfr": vfr_videos,
     "db/sequence/frames": sequence_frames,
+    "db/audio/wav": nemo_wavs,
 }
 
 
