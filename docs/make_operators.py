@@ -37,6 +37,8 @@ AWAITING_DIFFERENTIAL_TEST = {
     "readers.video": "DALI 2.4 runs fn.readers.video on the GPU only, so there is no CPU oracle; "
                      "experimental.readers.video, which shares the code, is checked",
     "experimental.decoders.video": "legacy name of decoders.video (same implementation), which is checked",
+    "readers.video_resize": "DALI 2.4 runs it on the GPU only; tests/ops/test_video_resize.py checks it equals "
+                            "readers.video followed by resize, which are checked",
 }
 
 #: Deliberate differences from DALI, shown in the notes column.

@@ -9,3 +9,4 @@ from jaxdali.ops import jax_function, resize, warp  # noqa: F401
 from jaxdali.ops import image  # noqa: F401
 from jaxdali.ops import generic  # noqa: F401
 from jaxdali.ops import detection  # noqa: F401
+from jaxdali.ops.readers import video_resize  # noqa: F401

@@ -287,6 +287,7 @@ CASES: dict[str, Case] = {
     "readers.coco": _source(file_root=lambda data: data.coco_root,
                             annotations_file=lambda data: data.coco_annotations),
     "readers.video": _source(filenames=[str(VIDEO)], sequence_length=2),
+    "readers.video_resize": _source(filenames=[str(VIDEO)], sequence_length=2, size=[24, 32]),
     "experimental.readers.video": _source(filenames=[str(VIDEO)], sequence_length=2),
     "decoders.image": IMAGE_DECODER,
     "image_decoder": IMAGE_DECODER,

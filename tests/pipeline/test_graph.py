@@ -547,6 +547,8 @@ DALI_ARGUMENT_INPUTS = {
     "experimental.decoders.image_random_crop": set(),
     "external_source": set(),
     "readers.video": set(),
+    # DALI also takes the resize arguments per sample; jaxdali takes them as constants only.
+    "readers.video_resize": set(),
     "experimental.readers.video": set(),
     # DALI also takes pad_mode per sample; jaxdali takes it as a constant only.
     "decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
