@@ -19,7 +19,8 @@ logs="$tests/logs/$label"
 mkdir -p "$logs" "$tests/shim"
 
 # DALI_extra stand-in (db/single/jpeg, coco, tfrecord, lmdb, c2lmdb, webdataset, numpy slices,
-# recordio, videos, frame sequences), built once from the project's shared photos and video.
+# recordio, videos, frame sequences, wav clips), built once from the project's shared photos and
+# video (make_extra.py); DALI_EXTRA_DIR: where (default $DALI_TESTS/dali_extra).
 extra="${DALI_EXTRA_DIR:-$tests/dali_extra}"
 PYTHONPATH="$repo" python "$here/make_extra.py" "$extra" "$repo/../shared/data" || exit 1
 ln -sf "$here/dali_test_utils.py" "$tests/shim/test_utils.py"

@@ -3,9 +3,9 @@
 Per dimension, a crop at least as large as the ROI starts in [roi_end - crop, roi_start] (it
 contains the ROI); a smaller one starts in [roi_start, roi_end - crop] (it lies inside the ROI).
 With an input shape (``in_shape``, or the first ``len(crop_shape)`` dimensions of the data input's
-shape) the range is also limited to [0, in - crop]. The anchor is a uniform integer in that range, one per sample and dimension,
-drawn from the per-sample counter-based generator (seeds and checkpoints as for every random
-operator; not DALI's stream).
+shape) the range is also limited to [0, in - crop]. The anchor is a uniform integer in that range,
+one per sample and dimension, drawn from the per-sample counter-based generator (seeds and
+checkpoints as for every random operator; not DALI's stream).
 """
 
 from __future__ import annotations

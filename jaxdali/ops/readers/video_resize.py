@@ -1,8 +1,8 @@
 """``fn.readers.video_resize``: ``fn.readers.video`` with every frame resized as ``fn.resize`` resizes.
 
 The sequences, their order, sharding and checkpoints are the video reader's; the frames of each
-batch are then resized by ``fn.resize``'s implementation with this operator's resize arguments
-(after the conversion to ``dtype``, as DALI does).
+batch are then resized by ``fn.resize``'s implementation with this operator's resize arguments,
+after the conversion to ``dtype``.
 """
 
 from __future__ import annotations
