@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxdali.ops.operator import ArgValues
-from jaxdali.ops.readers.video import VIDEO_READER
+from jaxdali.ops.readers.video import VIDEO_READER, LegacyVideoReader
 from jaxdali.ops.resize import RESIZE, Resize
 from jaxdali.ops.schema import OpArgumentError, register
 
@@ -22,7 +22,7 @@ _RESIZE_ARG_NAMES = ("resize_x", "resize_y", "resize_z", "size", "resize_shorter
                      "min_filter", "mag_filter", "antialias", "minibatch_size", "temp_buffer_hint")
 
 
-class VideoResizeReader(VIDEO_READER.impl):
+class VideoResizeReader(LegacyVideoReader):
     """``fn.readers.video_resize``."""
 
     def __init__(self, node, build):
