@@ -37,6 +37,8 @@ AWAITING_DIFFERENTIAL_TEST = {
     "readers.video": "DALI 2.4 runs fn.readers.video on the GPU only, so there is no CPU oracle; "
                      "experimental.readers.video, which shares the code, is checked",
     "experimental.decoders.video": "legacy name of decoders.video (same implementation), which is checked",
+    "readers.video_resize": "DALI 2.4 runs it on the GPU only; tests/ops/test_video_resize.py checks it equals "
+                            "readers.video followed by resize, which are checked",
 }
 
 #: Deliberate differences from DALI, shown in the notes column.
@@ -44,6 +46,7 @@ NOTES = {
     "decoders.image_crop": "`crop_d` and `crop_pos_z` are refused (images have no depth axis).",
     "image_decoder_crop": "`crop_d` and `crop_pos_z` are refused (images have no depth axis).",
     "permute_batch": "A one-entry constant `indices` applies to every sample.",
+    "readers.video_resize": "The resize arguments are constants (DALI also takes them per sample).",
     "per_frame": "Sets the layout only: jaxdali's operators do not yet apply per-frame argument inputs.",
     "batch_permutation": "Counter-based generator: same kind of permutation as DALI, different values.",
     "reductions.mean": "An integer `dtype` gives the truncated true mean; DALI accumulates in that type and "

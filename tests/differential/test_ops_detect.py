@@ -297,6 +297,32 @@ def test_roi_random_crop_draws_from_dalis_range(case):
         assert (anchors.min(0) == lo).all() and (anchors.max(0) == hi).all()
 
 
+def test_random_bbox_crop_accepts_boxes_with_reversed_corners():
+    """DALI checks only that the corners lie in [0, 1] (its checkpointing test feeds pixel rows as xyXY
+    boxes, some with right < left); such boxes go through, unchanged by a whole-image window."""
+    boxes = [rng.uniform(0, 1, (12, 4)).astype(np.float32) for _ in range(8)]
+    assert any((b[:, 2] < b[:, 0]).any() for b in boxes)
+    dali_out, ours = run_both(lambda fn, t, b: tuple(fn.random_bbox_crop(b, bbox_layout="xyXY",
+                                                                          input_shape=(2000, 2000))),
+                              [boxes], batch_size=8)
+    for anchors, shapes, out_boxes in (dali_out, ours):
+        for a, s, b_in, b_out in zip(anchors, shapes, boxes, out_boxes):
+            assert (a >= 0).all() and (s > 0).all() and (a + s <= 1 + 1e-6).all()
+            if (s == 1).all():
+                np.testing.assert_array_equal(b_out, b_in)
+
+
+def test_roi_random_crop_bounds_a_2d_crop_by_an_hwc_inputs_height_and_width():
+    """A data input with more dimensions than crop_shape (an HWC image, a 2-D crop): its first ones bound
+    the anchors, as in DALI's checkpointing test of the operator."""
+    images = [np.zeros((35, 60, 3), np.uint8)] * 64
+    dali_out, ours = run_both(lambda fn, t, x: fn.roi_random_crop(x, crop_shape=[30, 10], roi_start=[10, 20],
+                                                                   roi_end=[30, 50]), [images], batch_size=64)
+    for anchors in (np.stack(dali_out[0]), np.stack(ours[0])):  # rows: [0, 35 - 30], columns: [20, 50 - 10]
+        assert anchors.shape == (64, 2)
+        assert anchors.min(0).tolist() == [0, 20] and anchors.max(0).tolist() == [5, 40]
+
+
 def test_random_crop_generator_windows_follow_dalis_rules():
     """int32 [y, x] and [h, w] inside the image, area and aspect ratio within the ranges, in both."""
     shapes = [np.array(s, np.int64) for s in ([375, 500, 3], [500, 333, 3], [240, 320, 1], [100, 100, 3])] * 16
@@ -309,6 +335,17 @@ def test_random_crop_generator_windows_follow_dalis_rules():
             assert (a >= 0).all() and a[0] + s[0] <= h and a[1] + s[1] <= w
             assert 0.1 * h * w * 0.95 <= s[0] * s[1] <= 0.9 * h * w * 1.05
             assert 0.75 * 0.95 <= s[1] / s[0] <= 4 / 3 * 1.05
+
+
+def test_random_crop_generator_gives_empty_images_the_empty_window():
+    """A size <= 0 is not an error in DALI (its checkpointing test feeds random.uniform's {-1, 0, 1}):
+    anchor and shape [0, 0]; a 1-pixel-wide image still gets a [1, 1] window."""
+    shapes = [np.array(s, np.int64) for s in ([5, 0], [5, -3], [0, 0], [-1, 7], [100, 1], [1, 1])]
+    dali_out, ours = run_both(lambda fn, t, s: tuple(fn.random_crop_generator(s)), [shapes], batch_size=len(shapes))
+    for anchors, sizes in (dali_out, ours):
+        assert [s.tolist() for s in sizes] == [[0, 0]] * 4 + [[1, 1]] * 2
+        assert [a.tolist() for a in anchors[:4]] == [[0, 0]] * 4 and anchors[5].tolist() == [0, 0]
+        assert 0 <= anchors[4][0] <= 99 and anchors[4][1] == 0
 
 
 POLYGONS = [np.array([[0, 0, 3], [1, 3, 7], [2, 7, 10], [3, 10, 12]], np.int32),

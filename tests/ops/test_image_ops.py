@@ -70,6 +70,20 @@ def test_color_adjustments_on_the_device_equal_the_host():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("op", ["brightness", "contrast", "hue", "saturation"])
+def test_color_adjustments_on_the_device_take_per_sample_tensor_arguments(op):
+    """A per-sample argument input (as auto_aug passes its magnitudes) on the device: traced, not NumPy."""
+    def make(x, device):
+        factor = fn.external_source(source=lambda: [np.float32(0.5), np.float32(1.4)], batch=True)
+        return getattr(fn, op)(x.gpu() if device == "gpu" else x, **{op: factor})
+
+    (host,) = run_pipe(lambda x: make(x, "cpu"), [RGB, RGB], device_id=0)
+    (dev,) = run_pipe(lambda x: make(x, "gpu"), [RGB, RGB], device_id=0)
+    assert not np.array_equal(host[0], host[1])
+    for a, b in zip(host, dev):
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
+
+
 # -- color_space_conversion ------------------------------------------------------------------------------
 
 def test_color_space_conversion_round_trip_and_sequences():

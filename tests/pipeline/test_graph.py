@@ -562,8 +562,12 @@ DALI_ARGUMENT_INPUTS = {
     "decoders.image_random_crop": set(),
     "image_decoder": set(),
     "image_decoder_random_crop": set(),
+    "experimental.decoders.image": set(),
+    "experimental.decoders.image_random_crop": set(),
     "external_source": set(),
     "readers.video": set(),
+    # DALI also takes the resize arguments per sample; jaxdali takes them as constants only.
+    "readers.video_resize": set(),
     "experimental.readers.video": set(),
     # DALI also takes pad_mode per sample; jaxdali takes it as a constant only.
     "decoders.video": {"frames", "start_frame", "end_frame", "stride", "sequence_length"},
@@ -598,9 +602,10 @@ DALI_ARGUMENT_INPUTS = {
     "io.file.read": set(),
     # DALI also takes crop_d and crop_pos_z, which mean nothing for images; jaxdali refuses them.
     **{op: {"crop", "crop_h", "crop_w", "crop_pos_x", "crop_pos_y"} for op in ("decoders.image_crop",
-                                                                          "image_decoder_crop")},
+                                                                          "image_decoder_crop",
+                                                                          "experimental.decoders.image_crop")},
     **{op: {"start", "rel_start", "end", "rel_end", "shape", "rel_shape", "axes"}
-       for op in ("decoders.image_slice", "image_decoder_slice")},
+       for op in ("decoders.image_slice", "image_decoder_slice", "experimental.decoders.image_slice")},
     "python_function": set(),
     "dl_tensor_python_function": set(),
     "peek_image_shape": set(),
@@ -873,14 +878,14 @@ ARGUMENT_INPUT_CASES = [
     ("pad", IMG, "HWC", {}, "align", [4], [5], I32),
 ] + [
     (op, _png(), "", fixed, arg, value, other, dtype)
-    for op in ("decoders.image_crop", "image_decoder_crop")
+    for op in ("decoders.image_crop", "image_decoder_crop", "experimental.decoders.image_crop")
     for fixed, arg, value, other, dtype in [
         ({}, "crop", [4, 4], [3, 5], F32), ({"crop_w": 4}, "crop_h", 3, 4, F32), ({"crop_h": 4}, "crop_w", 3, 4, F32),
         ({"crop": [3, 3]}, "crop_pos_x", 0.0, 1.0, F32), ({"crop": [3, 3]}, "crop_pos_y", 1.0, 0.0, F32),
     ]
 ] + [
     (op, _png(), "", fixed, arg, value, other, dtype)
-    for op in ("decoders.image_slice", "image_decoder_slice")
+    for op in ("decoders.image_slice", "image_decoder_slice", "experimental.decoders.image_slice")
     for fixed, arg, value, other, dtype in [
         ({"shape": [2, 2]}, "start", [1, 2], [0, 0], I32), ({"rel_shape": [0.5, 0.5]}, "rel_start", [0.25, 0.5],
                                                               [0.0, 0.0], F32),

@@ -18,20 +18,11 @@ limit="${FILE_TIMEOUT:-900}"
 logs="$tests/logs/$label"
 mkdir -p "$logs" "$tests/shim"
 
-# DALI_extra stand-in: db/single/jpeg/<numbered class>/*.jpg with 47 real photos (the count and
-# the folder "134" that DALI's tests assume), linked from the project's shared data (never copied).
-extra="$tests/dali_extra"
-jpeg="$extra/db/single/jpeg"
-if [ ! -d "$jpeg" ]; then
-  photos="$repo/../shared/data/flowers"
-  for pair in daisy:100:10 dandelion:113:10 roses:134:10 sunflowers:137:10 tulips:155:7; do
-    IFS=: read -r flower cls count <<< "$pair"
-    mkdir -p "$jpeg/$cls"
-    for f in $(ls "$photos/$flower"/*.jpg | sort | head -n "$count"); do
-      ln -s "$f" "$jpeg/$cls/$(basename "$f")"
-    done
-  done
-fi
+# DALI_extra stand-in (db/single/jpeg, coco, tfrecord, lmdb, c2lmdb, webdataset, numpy slices,
+# recordio, videos, frame sequences, wav clips), built once from the project's shared photos and
+# video (make_extra.py); DALI_EXTRA_DIR: where (default $DALI_TESTS/dali_extra).
+extra="${DALI_EXTRA_DIR:-$tests/dali_extra}"
+PYTHONPATH="$repo" python "$here/make_extra.py" "$extra" "$repo/../shared/data" || exit 1
 ln -sf "$here/dali_test_utils.py" "$tests/shim/test_utils.py"
 ln -sf "$here/nose_utils.py" "$tests/shim/nose_utils.py"
 ln -sf "$here/dali_webdataset_base.py" "$tests/shim/webdataset_base.py"

@@ -228,7 +228,7 @@ class RandomBBoxCrop(Operator):
         raw = np.concatenate(raws) if n else np.zeros((0, 4), _F32)
         ltrb = self.layout.to_ltrb(raw)
         sample = np.repeat(np.arange(n), counts)
-        bad = np.flatnonzero((ltrb < 0).any(1) | (ltrb > 1).any(1) | (ltrb[:, 2:] < ltrb[:, :2]).any(1))
+        bad = np.flatnonzero((ltrb < 0).any(1) | (ltrb > 1).any(1))  # DALI accepts a box with right < left
         if bad.size:
             raise ValueError(f"fn.{self.op}: sample {int(sample[bad[0]])}: box {raw[bad[0]].tolist()} "
                              f"({self.layout.layout}) is not inside the normalised image [0, 1]")

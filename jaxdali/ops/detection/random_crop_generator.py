@@ -42,16 +42,21 @@ class RandomCropGenerator(Operator):
                 raise ValueError(f"fn.{self.op}: each sample must be a 1-D integer shape with at least 2 values "
                                  f"(H, W, ...), got {bad[0].dtype.name} of shape {list(bad[0].shape)}")
             hw = np.array([s[:2] for s in shapes], np.int64).reshape(-1, 2)
-        if (hw < 1).any():
-            raise ValueError(f"fn.{self.op}: image sizes must be >= 1, got {hw[(hw < 1).any(1)][0].tolist()}")
         u = rng.uniform(ctx.sample_keys(self.seed), crop_window_draws(self.num_attempts))
-        y, x, h, w = random_crop_windows(hw[:, 0], hw[:, 1], u, self.area, self.ratio, self.num_attempts)
-        return [TensorListCPU(np.stack([y, x], 1).astype(np.int32)), TensorListCPU(np.stack([h, w], 1).astype(np.int32))]
+        # As DALI: an empty image (a size <= 0) gets the empty window at [0, 0].
+        anchor, shape = np.zeros((len(hw), 2), np.int32), np.zeros((len(hw), 2), np.int32)
+        drawn = (hw >= 1).all(1)
+        if drawn.any():
+            y, x, h, w = random_crop_windows(hw[drawn, 0], hw[drawn, 1], u[drawn], self.area, self.ratio,
+                                             self.num_attempts)
+            anchor[drawn], shape[drawn] = np.stack([y, x], 1), np.stack([h, w], 1)
+        return [TensorListCPU(anchor), TensorListCPU(shape)]
 
 
 RANDOM_CROP_GENERATOR = register(OpSchema(
     name="random_crop_generator", impl=RandomCropGenerator, num_outputs=2,
     doc="Random crop windows (area and aspect-ratio ranges, as fn.decoders.image_random_crop) of images whose "
-        "shapes are the input ([H, W, ...] per sample); outputs int32 anchor [y, x] and shape [h, w].",
+        "shapes are the input ([H, W, ...] per sample); outputs int32 anchor [y, x] and shape [h, w] (both [0, 0] "
+        "for a size <= 0).",
     args=_CROP_ARGS,
 ))

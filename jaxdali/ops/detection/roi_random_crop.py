@@ -2,10 +2,10 @@
 
 Per dimension, a crop at least as large as the ROI starts in [roi_end - crop, roi_start] (it
 contains the ROI); a smaller one starts in [roi_start, roi_end - crop] (it lies inside the ROI).
-With an input shape (``in_shape`` or the data input's shape) the range is also limited to
-[0, in - crop]. The anchor is a uniform integer in that range, one per sample and dimension,
-drawn from the per-sample counter-based generator (seeds and checkpoints as for every random
-operator; not DALI's stream).
+With an input shape (``in_shape``, or the first ``len(crop_shape)`` dimensions of the data input's
+shape) the range is also limited to [0, in - crop]. The anchor is a uniform integer in that range,
+one per sample and dimension, drawn from the per-sample counter-based generator (seeds and
+checkpoints as for every random operator; not DALI's stream).
 """
 
 from __future__ import annotations
@@ -65,11 +65,12 @@ class RoiRandomCrop(Operator):
         end = self._vector(args, "roi_end", n, ndim) if "roi_end" in self.given else \
             start + self._vector(args, "roi_shape", n, ndim)
         if inputs:
+            # As DALI: the input's first len(crop_shape) dimensions (e.g. H, W of an HWC image).
             shapes = [tuple(s) for s in inputs[0].shape()]
-            if any(len(s) != ndim for s in shapes):
+            if any(len(s) < ndim for s in shapes):
                 raise ValueError(f"fn.{self.op}: the input has {sorted({len(s) for s in shapes})} dimensions, but "
                                  f"'crop_shape' has {ndim} values")
-            in_shape = np.array(shapes, np.int64).reshape(n, ndim)
+            in_shape = np.array([s[:ndim] for s in shapes], np.int64).reshape(n, ndim)
         else:
             in_shape = self._vector(args, "in_shape", n, ndim) if "in_shape" in self.given else None
         if (crop < 0).any() or (end < start).any():

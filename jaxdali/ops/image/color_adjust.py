@@ -103,7 +103,7 @@ class Brightness(_Uint8Table, BrightnessContrast):
     coefficient_args = ("brightness", "brightness_shift")
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["brightness"])
+        neutral = xp.ones_like(values["brightness"])
         return bc_coefficients(values["brightness"], neutral, values["brightness_shift"], neutral * 0,
                                _value_range(out_dtype), xp)
 
@@ -115,7 +115,7 @@ class Contrast(_Uint8Table, BrightnessContrast):
     coefficient_args = ("contrast", "contrast_center")
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["contrast"])
+        neutral = xp.ones_like(values["contrast"])
         return bc_coefficients(neutral, values["contrast"], neutral * 0, values["contrast_center"],
                                _value_range(out_dtype), xp)
 
@@ -127,7 +127,7 @@ class Hue(_OpenCVColorMatrix, Hsv):
     coefficient_args = ("hue",)
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["hue"])
+        neutral = xp.ones_like(values["hue"])
         return (hsv_matrix(values["hue"], neutral, neutral, xp),)
 
 
@@ -138,7 +138,7 @@ class Saturation(_OpenCVColorMatrix, Hsv):
     coefficient_args = ("saturation",)
 
     def coefficients(self, values, in_dtype, out_dtype, xp):
-        neutral = np.ones_like(values["saturation"])
+        neutral = xp.ones_like(values["saturation"])
         return (hsv_matrix(neutral * 0, values["saturation"], neutral, xp),)
 
 
