@@ -53,5 +53,5 @@ def test_a_missing_or_doubled_size_names_the_reader(clip):
         def pipe():
             return fn.readers.video_resize(filenames=[clip], sequence_length=2, **resize)
 
-        with pytest.raises(OpArgumentError, match=r"fn\.readers\.video_resize: fn\.resize: exactly one way"):
+        with pytest.raises(OpArgumentError, match=r"^fn\.readers\.video_resize: exactly one way"):
             pipe().build()

@@ -12,7 +12,7 @@ import dataclasses
 from jaxdali.ops.operator import ArgValues
 from jaxdali.ops.readers.video import VIDEO_READER, LegacyVideoReader
 from jaxdali.ops.resize import RESIZE, Resize
-from jaxdali.ops.schema import OpArgumentError, register
+from jaxdali.ops.schema import register
 
 __all__ = ["VIDEO_RESIZE_READER"]
 
@@ -27,10 +27,7 @@ class VideoResizeReader(LegacyVideoReader):
 
     def __init__(self, node, build):
         super().__init__(node, build)
-        try:
-            self.resize = Resize(node, build)
-        except OpArgumentError as e:
-            raise OpArgumentError(f"{self.op}: {e}") from None
+        self.resize = Resize(node, build)  # its errors name this reader
 
     def load(self, ctx, indices):
         video, *rest = super().load(ctx, indices)
