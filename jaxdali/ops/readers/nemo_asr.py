@@ -4,7 +4,8 @@ A manifest is JSON lines, one object per sample: ``audio_filepath`` (required; a
 read from the working directory, as DALI does), ``offset`` and ``duration`` in seconds (the part of
 the file to read; no duration: to its end) and ``text``. Blank lines are skipped. Entries whose
 duration is outside ``min_duration``/``max_duration`` are dropped when the manifests are read, so
-sharding and ``read_idxs`` count the kept entries only. The files are read on the worker pool (or
+sharding and ``read_idxs`` count the kept entries only (``read_idxs`` from 0 in each
+manifest file, as DALI). The files are read on the worker pool (or
 ahead, see ``Reader``) and decoded by ``jaxdali.ops.audio.decoder.decode_audio``.
 """
 
@@ -88,12 +89,18 @@ class NemoAsrReader(Reader):
             raise OpArgumentError(f"fn.{_OP}: argument 'sample_rate' must be > 0 (or -1: keep each file's rate), "
                                   f"got {a['sample_rate']}")
         low, high = a["min_duration"], a["max_duration"]
-        entries = [e for m in manifests for e in parse_manifest(m)
-                   if not (low > 0 and e.duration < low) and not (high > 0 and e.duration > high)]
+        entries, manifest_idxs = [], []
+        for manifest in manifests:
+            kept = [e for e in parse_manifest(manifest)
+                    if not (low > 0 and e.duration < low) and not (high > 0 and e.duration > high)]
+            entries += kept
+            manifest_idxs += range(len(kept))
         source = f"manifests {list(manifests)}"
         if not entries:
             raise RuntimeError(f"fn.{_OP}: no samples in {source} (after min_duration={low}, max_duration={high})")
         self.entries = entries
+        # DALI's read_idxs counts the kept entries of each manifest file from 0.
+        self._idxs = np.asarray(manifest_idxs, np.int64).reshape(-1, 1)
         self.num_samples = len(entries)
         names = [f"{e.audio_filepath}@{e.offset}+{e.duration}:{e.text}" for e in entries]
         self.listing, self.listing_source = listing_fingerprint(names), source
@@ -133,7 +140,7 @@ class NemoAsrReader(Reader):
         if a["read_text"]:
             outputs.append(TensorListCPU([self._texts[i] for i in indices], ""))
         if a["read_idxs"]:
-            outputs.append(TensorListCPU(np.asarray(indices, np.int64).reshape(-1, 1), ""))
+            outputs.append(TensorListCPU(self._idxs[indices], ""))
         return outputs
 
 
@@ -143,7 +150,7 @@ NEMO_ASR = register(OpSchema(
          "`duration` and `text`). Outputs the decoded audio ((length,) with `downmix`, else (length, channels)), "
          "then, as asked, the file's sample rate (float32 scalar; the file's own rate even when `sample_rate` "
          "resamples, as in DALI), the transcript as UTF-8 bytes (uint8, no terminator) and the entry's index "
-         "among the kept entries (int64 of shape (1,)).\n\n.. note:: Bit-exact with DALI 2.4 on PCM and FLAC "
+         "among the kept entries of its manifest file (int64 of shape (1,)).\n\n.. note:: Bit-exact with DALI 2.4 on PCM and FLAC "
          "files; when resampling, within 1e-4 of full scale (see fn.decoders.audio)."),
     args=(
         Arg("manifest_filepaths", "strs", REQUIRED, "Paths of the NeMo manifest files (read in this order)."),
@@ -155,7 +162,7 @@ NEMO_ASR = register(OpSchema(
         Arg("max_duration", "float", 0.0, "If > 0, drop entries whose duration is longer (seconds)."),
         Arg("read_sample_rate", "bool", True, "Output each sample's sample rate."),
         Arg("read_text", "bool", True, "Output each sample's transcript."),
-        Arg("read_idxs", "bool", False, "Output each sample's index among the manifest entries."),
+        Arg("read_idxs", "bool", False, "Output each sample's index among the kept entries of its manifest file."),
         Arg("normalize_text", "bool", None, "Unused, as in DALI (deprecated there).", hint=True),
         Arg("shuffle_after_epoch", "bool", False,
             "Reshuffle all entries every epoch, identically on all shards (implies stick_to_shard)."),
