@@ -150,8 +150,9 @@ NEMO_ASR = register(OpSchema(
          "`duration` and `text`). Outputs the decoded audio ((length,) with `downmix`, else (length, channels)), "
          "then, as asked, the file's sample rate (float32 scalar; the file's own rate even when `sample_rate` "
          "resamples, as in DALI), the transcript as UTF-8 bytes (uint8, no terminator) and the entry's index "
-         "among the kept entries of its manifest file (int64 of shape (1,)).\n\n.. note:: Bit-exact with DALI 2.4 on PCM and FLAC "
-         "files; when resampling, within 1e-4 of full scale (see fn.decoders.audio)."),
+         "among the kept entries of its manifest file (int64 of shape (1,)).\n\n.. note:: Bit-exact with DALI 2.4 "
+         "on PCM and FLAC files (downmixing 6 channels: within 1e-7); when resampling, within 1e-4 of full scale "
+         "(see fn.decoders.audio)."),
     args=(
         Arg("manifest_filepaths", "strs", REQUIRED, "Paths of the NeMo manifest files (read in this order)."),
         Arg("sample_rate", "float", -1.0, "Rate in Hz to resample the audio to (-1: keep each file's rate)."),
