@@ -21,12 +21,15 @@ from tests.audio_clips import write_clips  # noqa: E402
 
 COVERED_OPERATORS = ("readers.nemo_asr",)
 
+pytestmark = pytest.mark.filterwarnings("ignore:fn.readers.nemo_asr. skipping:UserWarning")
+
 BATCH = 4
 
 
 @pytest.fixture(scope="module")
 def manifests(shared_data, tmp_path_factory) -> list[str]:
-    """Two manifest files, 8 entries in all (one blank line in between)."""
+    """Two manifest files, 8 entries in all (a blank line, a line that is not JSON and one without an
+    audio_filepath in between, which both libraries skip)."""
     folder = tmp_path_factory.mktemp("nemo")
     clips = {name: str(path) for name, path in
              write_clips(shared_data / "video" / "bigbuckbunny.mp4", folder).items() if not name.endswith(".ogg")}
@@ -46,7 +49,8 @@ def manifests(shared_data, tmp_path_factory) -> list[str]:
     for k, entries in enumerate((first, second)):
         paths.append(str(folder / f"manifest{k}.json"))
         with open(paths[-1], "w") as f:
-            f.write("\n".join(json.dumps(e) for e in entries[:2]) + "\n\n"
+            skipped = "\n{not json\n" + json.dumps({"text": "no path"}) + "\n"
+            f.write("\n".join(json.dumps(e) for e in entries[:2]) + "\n" + skipped
                     + "\n".join(json.dumps(e) for e in entries[2:]) + "\n")
     return paths
 

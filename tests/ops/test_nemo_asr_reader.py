@@ -78,8 +78,6 @@ def test_nemo_asr_windows_relative_paths_and_transcripts(tmp_path, clips, monkey
 @pytest.mark.parametrize("case, message", [
     ("missing_manifest", "manifest file .*nowhere.json.* does not exist"),
     ("missing_audio", "manifest entry 1 .*gone.wav"),
-    ("bad_json", "line 2 of manifest .* is not a JSON object"),
-    ("no_filepath", "line 1 of manifest .* has no 'audio_filepath'"),
     ("bad_duration", "line 1 of manifest .*'duration' must be a number >= 0"),
     ("all_filtered", "no samples in manifests .*min_duration=1.0"),
     ("bad_sample_rate", "argument 'sample_rate' must be > 0"),
@@ -90,14 +88,26 @@ def test_nemo_asr_errors_name_the_manifest_entry_and_argument(tmp_path, clips, c
     args = {}
     if case == "missing_manifest":
         manifests = [str(tmp_path / "nowhere.json")]
-    elif case == "bad_json":
-        manifests = [str(tmp_path / "m.json")]
-        (tmp_path / "m.json").write_text(json.dumps(entries[0]) + "\n{'audio_filepath': 1}\n")
     else:
-        broken = {"no_filepath": [{"path": clips[0]}], "bad_duration": [{"audio_filepath": clips[0], "duration": "1"}]}
+        broken = {"bad_duration": [{"audio_filepath": clips[0], "duration": "1"}]}
         manifests = [_manifest(tmp_path, broken.get(case, entries))]
         args = {"all_filtered": {"min_duration": 1.0}, "bad_sample_rate": {"sample_rate": -5.0},
                 "bad_dtype": {"dtype": jaxdali.types.UINT8}}.get(case, {})
     with pytest.raises((ValueError, OSError, RuntimeError), match=f"nemo_asr(.|\n)*{message}|{message}"):
         pipe = _pipe(manifests, batch_size=2, **args)
         pipe.run()
+
+
+def test_nemo_asr_skips_lines_without_an_audio_filepath_with_a_warning(tmp_path, clips):
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"audio_filepath": clips[0], "text": "kept"}) + "\n{'not': json}\n"
+                        + json.dumps({"path": clips[1]}) + "\n\n" + json.dumps({"audio_filepath": clips[2]}) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        pipe = _pipe([str(manifest)], batch_size=2, read_idxs=True)
+    messages = [str(w.message) for w in caught]
+    assert any("line 2 of manifest" in m and "is not JSON" in m for m in messages)
+    assert any("line 3 of manifest" in m and "has no 'audio_filepath'" in m for m in messages)
+    audio, _, text, idx = pipe.run()
+    assert [np.array(t).tobytes() for t in text.samples()] == [b"kept", b""]
+    assert [int(np.array(i)[0]) for i in idx.samples()] == [0, 1]
+    assert np.array(audio.at(1)).shape == (800 * 3,)

@@ -2,7 +2,8 @@
 
 A manifest is JSON lines, one object per sample: ``audio_filepath`` (required; a relative path is
 read from the working directory, as DALI does), ``offset`` and ``duration`` in seconds (the part of
-the file to read; no duration: to its end) and ``text``. Blank lines are skipped. Entries whose
+the file to read; no duration: to its end) and ``text``. Blank lines are skipped, and so are lines
+that are not JSON objects with an ``audio_filepath``, with a warning (as DALI). Entries whose
 duration is outside ``min_duration``/``max_duration`` are dropped when the manifests are read, so
 sharding and ``read_idxs`` count the kept entries only (``read_idxs`` from 0 in each
 manifest file, as DALI). The files are read on the worker pool (or
@@ -12,6 +13,7 @@ ahead, see ``Reader``) and decoded by ``jaxdali.ops.audio.decoder.decode_audio``
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +50,9 @@ def _number(entry: dict, key: str, where: str) -> float:
 
 
 def parse_manifest(path: str) -> list[ManifestEntry]:
-    """The entries of one manifest file, in order (ValueError naming the file and line of a bad one)."""
+    """The entries of one manifest file, in order. Lines that are not JSON objects with an ``audio_filepath``
+    are skipped with a warning (as DALI); a bad ``offset``, ``duration`` or ``text`` is a ValueError naming
+    the file and line."""
     try:
         lines = storage.read_file(path).decode("utf-8").splitlines()
     except FileNotFoundError:
@@ -61,9 +65,12 @@ def parse_manifest(path: str) -> list[ManifestEntry]:
         try:
             entry = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"fn.{_OP}: {where} is not a JSON object ({e.msg})") from None
+            entry = e.msg
         if not isinstance(entry, dict) or not isinstance(entry.get("audio_filepath"), str):
-            raise ValueError(f"fn.{_OP}: {where} has no 'audio_filepath' string")
+            # DALI skips such lines with a warning; so does jaxdali, naming the line.
+            why = f"is not JSON ({entry})" if isinstance(entry, str) else "has no 'audio_filepath' string"
+            warnings.warn(f"fn.{_OP}: skipping {where}: it {why}", stacklevel=2)
+            continue
         text = entry.get("text", "")
         if not isinstance(text, str):
             raise ValueError(f"fn.{_OP}: {where}: 'text' must be a string, got {text!r}")
