@@ -63,17 +63,15 @@ def decode_audio(data: np.ndarray, dtype: np.dtype, target: float, downmix: bool
     """One encoded file as ``dtype`` samples ((length, channels), or (length,) downmixed) and the file's rate.
 
     ``target`` > 0 resamples to that rate (``lobes`` sinc lobes).
-    ``window`` = (offset, duration) in seconds keeps that part of the file (duration 0: to its end),
-    cut before downmixing and resampling. ``where`` starts the error message of a file that fails.
+    ``window`` = (offset, duration) in seconds decodes only that part of the file (duration 0: to its
+    end), before downmixing and resampling. ``where`` starts the error message of a file that fails.
     """
     resampling = target > 0
     float_work = resampling or downmix
     try:
-        x, rate = codec.decode(data, np.float32 if float_work else dtype)
+        x, rate = codec.decode(data, np.float32 if float_work else dtype, window)
     except codec.AudioDecodeError as e:
         raise codec.AudioDecodeError(f"{where}: cannot decode the audio ({e})") from None
-    if window != (0.0, 0.0):
-        x = x[_window_slice(window, rate, len(x))]
     if not float_work:
         return x, rate
     if downmix:
@@ -81,14 +79,6 @@ def decode_audio(data: np.ndarray, dtype: np.dtype, target: float, downmix: bool
     if resampling and target != rate:
         x = sinc.resample(x, rate, target, lobes)
     return from_unit_range(x, dtype), rate
-
-
-def _window_slice(window: tuple[float, float], rate: float, length: int) -> slice:
-    """The frames of (offset, duration) seconds at ``rate``, clipped to the ``length`` frames decoded."""
-    offset, duration = window
-    start = min(int(offset * rate), length)
-    stop = length if duration <= 0 else min(start + int(duration * rate), length)
-    return slice(start, stop)
 
 
 _DOC = ("Decodes encoded audio files (WAV, FLAC, Ogg Vorbis/Opus, AIFF, MP3, ... through libsndfile; other "
