@@ -75,10 +75,22 @@ def decode_audio(data: np.ndarray, dtype: np.dtype, target: float, downmix: bool
     if not float_work:
         return x, rate
     if downmix:
-        x = x.mean(axis=1, dtype=np.float32) if x.shape[1] > 1 else x[:, 0]
+        x = _channel_mean(x)
     if resampling and target != rate:
         x = sinc.resample(x, rate, target, lobes)
     return from_unit_range(x, dtype), rate
+
+
+def _channel_mean(x: np.ndarray) -> np.ndarray:
+    """The mean of the channels of float32 (length, channels) samples: the sum in channel order, then / count
+    (what ``x.mean(axis=1)`` computes for up to 7 channels), in whole-column adds: NumPy's reduction along
+    the short axis is about 10x slower."""
+    total = x[:, 0].copy()
+    for c in range(1, x.shape[1]):
+        total += x[:, c]
+    if x.shape[1] > 1:
+        total /= np.float32(x.shape[1])
+    return total
 
 
 _DOC = ("Decodes encoded audio files (WAV, FLAC, Ogg Vorbis/Opus, AIFF, MP3, ... through libsndfile; other "
