@@ -30,11 +30,14 @@ class AudioDecodeError(ValueError):
 _NATIVE = {np.dtype(np.int16): "int16", np.dtype(np.int32): "int32", np.dtype(np.float32): "float32"}
 
 
-def decode(data: np.ndarray, dtype: np.dtype, window: tuple[float, float] = (0.0, 0.0)) -> tuple[np.ndarray, float]:
+def decode(data: np.ndarray, dtype: np.dtype, window: tuple[float, float] = (0.0, 0.0),
+           path: str | None = None) -> tuple[np.ndarray, float]:
     """(samples (length, channels) of ``dtype``, sample rate) of one encoded file.
 
     ``dtype`` is float32 (-1..1), int16 or int32 (full range, as libsndfile scales them). ``window`` =
     (offset, duration) in seconds decodes only that part (duration 0: to the end; see ``window_slice``).
+    ``path``: the local file that ``data`` maps, which libsndfile then reads itself, without the Python
+    read callbacks of in-memory data that hold the GIL (decodes on several threads scale better).
     """
     data = np.ascontiguousarray(data)
     pcm = _pcm16_wav(data)
@@ -44,7 +47,7 @@ def decode(data: np.ndarray, dtype: np.dtype, window: tuple[float, float] = (0.0
     reasons = []
     if soundfile is not None:
         try:
-            with soundfile.SoundFile(io.BytesIO(data)) as f:
+            with soundfile.SoundFile(io.BytesIO(data) if path is None else path) as f:
                 frames = window_slice(window, f.samplerate, f.frames)
                 if frames.start:
                     f.seek(frames.start)

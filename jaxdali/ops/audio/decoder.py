@@ -59,17 +59,18 @@ class AudioDecoder(Operator):
 
 
 def decode_audio(data: np.ndarray, dtype: np.dtype, target: float, downmix: bool, lobes: int, where: str,
-                 window: tuple[float, float] = (0.0, 0.0)) -> tuple[np.ndarray, float]:
+                 window: tuple[float, float] = (0.0, 0.0), path: str | None = None) -> tuple[np.ndarray, float]:
     """One encoded file as ``dtype`` samples ((length, channels), or (length,) downmixed) and the file's rate.
 
     ``target`` > 0 resamples to that rate (``lobes`` sinc lobes).
     ``window`` = (offset, duration) in seconds decodes only that part of the file (duration 0: to its
-    end), before downmixing and resampling. ``where`` starts the error message of a file that fails.
+    end), before downmixing and resampling. ``path``: the local file ``data`` maps (see ``codec.decode``).
+    ``where`` starts the error message of a file that fails.
     """
     resampling = target > 0
     float_work = resampling or downmix
     try:
-        x, rate = codec.decode(data, np.float32 if float_work else dtype, window)
+        x, rate = codec.decode(data, np.float32 if float_work else dtype, window, path)
     except codec.AudioDecodeError as e:
         raise codec.AudioDecodeError(f"{where}: cannot decode the audio ({e})") from None
     if not float_work:

@@ -117,9 +117,17 @@ class NemoAsrReader(Reader):
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         self._init_read_ahead([e.audio_filepath for e in entries])
 
+    def _mapped(self, path: str) -> bool:
+        """Whether ``fetch`` memory-maps the file (and the decoder may then open it by its path)."""
+        return not self.args["dont_use_mmap"] and not storage.is_remote(path)
+
     def fetch(self, index: int) -> np.ndarray:
+        """The audio file's bytes: memory-mapped where local (a window of a long WAV file then touches only its
+        own pages, as DALI reads it), read whole where remote or with ``dont_use_mmap``."""
         path = self.entries[index].audio_filepath
         try:
+            if self._mapped(path):
+                return storage.map_file(path)
             return np.frombuffer(storage.read_file(path), dtype=np.uint8)
         except OSError as e:
             e.add_note(f"fn.{_OP}: reading the audio of manifest entry {index} ({path!r})")
@@ -136,8 +144,10 @@ class NemoAsrReader(Reader):
         def work(lo: int, hi: int) -> None:
             for k in range(lo, hi):
                 entry = self.entries[indices[k]]
+                path = entry.audio_filepath if self._mapped(entry.audio_filepath) else None
                 audio[k], rates[k] = decode_audio(contents[k], self._dtype, target, a["downmix"], self._lobes,
-                                                  f"fn.{_OP}: {entry.audio_filepath!r}", (entry.offset, entry.duration))
+                                                  f"fn.{_OP}: {entry.audio_filepath!r}", (entry.offset, entry.duration),
+                                                  path)
 
         ctx.parallel_for(work, n)
         paths = [self.entries[i].audio_filepath for i in indices]
