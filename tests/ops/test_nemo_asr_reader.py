@@ -111,3 +111,25 @@ def test_nemo_asr_skips_lines_without_an_audio_filepath_with_a_warning(tmp_path,
     assert [np.array(t).tobytes() for t in text.samples()] == [b"kept", b""]
     assert [int(np.array(i)[0]) for i in idx.samples()] == [0, 1]
     assert np.array(audio.at(1)).shape == (800 * 3,)
+
+
+@pytest.mark.parametrize("where", ["mapped", "read", "memory_url"])
+def test_nemo_asr_reads_mapped_read_and_remote_files_alike(tmp_path, clips, where):
+    """Local files are memory-mapped (read whole with dont_use_mmap); fsspec URLs (manifest and audio) are read."""
+    entries = [{"audio_filepath": p, "offset": 0.01 * i, "text": str(i)} for i, p in enumerate(clips[:4])]
+    expected = _pipe([_manifest(tmp_path, entries)], batch_size=4, dtype=jaxdali.types.INT16).run()
+    args = {"dont_use_mmap": where == "read"}
+    manifest = _manifest(tmp_path, entries, "again.json")
+    if where == "memory_url":
+        fsspec = pytest.importorskip("fsspec")
+        memory = fsspec.filesystem("memory")
+        for i, p in enumerate(clips[:4]):
+            memory.pipe(f"/nemo-test/{i}.wav", open(p, "rb").read())
+            entries[i]["audio_filepath"] = f"memory://nemo-test/{i}.wav"
+        memory.pipe("/nemo-test/m.json", "".join(json.dumps(e) + "\n" for e in entries).encode())
+        manifest = "memory://nemo-test/m.json"
+    got = _pipe([manifest], batch_size=4, dtype=jaxdali.types.INT16, **args).run()
+    for ours, theirs in zip(got, expected):
+        for i in range(4):
+            np.testing.assert_array_equal(np.array(ours.at(i)), np.array(theirs.at(i)))
+    assert np.array(got[0].at(3)).shape == (800 * 4 - 480,)
