@@ -72,6 +72,7 @@ class Data:
     mxnet_rec: str = ""
     mxnet_idx: str = ""
     frame_streams: str = ""
+    nemo_manifest: str = ""
 
 
 def _photo_files() -> list[str]:
@@ -130,9 +131,14 @@ def data(tmp_path_factory) -> Data:
     for i, photo in enumerate(photos):  # two streams of equal-sized frames
         (streams / str(i % 2)).mkdir(parents=True, exist_ok=True)
         Image.fromarray(photo).resize((32, 24)).save(streams / str(i % 2) / f"{i:03d}.png")
+    nemo_manifest = folder / "speech.json"
+    for i, wav in enumerate(WAVS):
+        (folder / f"speech{i}.wav").write_bytes(wav.tobytes())
+    nemo_manifest.write_text("".join(json.dumps({"audio_filepath": str(folder / f"speech{i}.wav"), "text": f"clip {i}"})
+                                     + "\n" for i in range(len(WAVS))))
     return Data(tuple(photos), tuple(files), tuple(npy_files), tar, os.path.dirname(files[0]),
                 str(coco_annotations), caffe_lmdb, caffe2_lmdb, records, records_index, array_record,
-                mxnet_rec=mxnet_rec, mxnet_idx=mxnet_idx, frame_streams=str(streams))
+                mxnet_rec=mxnet_rec, mxnet_idx=mxnet_idx, frame_streams=str(streams), nemo_manifest=str(nemo_manifest))
 
 
 def _write_lmdb(path: pathlib.Path, values: list[bytes]) -> str:
@@ -331,6 +337,7 @@ CASES: dict[str, Case] = {
     "readers.coco": _source(file_root=lambda data: data.coco_root,
                             annotations_file=lambda data: data.coco_annotations),
     "readers.video": _source(filenames=[str(VIDEO)], sequence_length=2),
+    "readers.nemo_asr": _source(manifest_filepaths=lambda data: [data.nemo_manifest], read_idxs=True),
     "readers.video_resize": _source(filenames=[str(VIDEO)], sequence_length=2, size=[24, 32]),
     "experimental.readers.video": _source(filenames=[str(VIDEO)], sequence_length=2),
     "decoders.image": IMAGE_DECODER,

@@ -556,6 +556,7 @@ DALI_ARGUMENT_INPUTS = {
     "readers.array_record": set(),
     "readers.mxnet": set(),
     "readers.sequence": set(),
+    "readers.nemo_asr": set(),
     "decoders.numpy": set(),
     "decoders.inflate": {"shape", "chunk_offsets", "chunk_sizes"},
     "decoders.image": set(),

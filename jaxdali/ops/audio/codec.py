@@ -14,7 +14,7 @@ import numpy as np
 
 from jaxdali.ops.audio.normalize import from_unit_range
 
-__all__ = ["AudioDecodeError", "decode"]
+__all__ = ["AudioDecodeError", "decode", "window_slice"]
 
 try:
     import soundfile
@@ -30,20 +30,29 @@ class AudioDecodeError(ValueError):
 _NATIVE = {np.dtype(np.int16): "int16", np.dtype(np.int32): "int32", np.dtype(np.float32): "float32"}
 
 
-def decode(data: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, float]:
+def decode(data: np.ndarray, dtype: np.dtype, window: tuple[float, float] = (0.0, 0.0),
+           path: str | None = None) -> tuple[np.ndarray, float]:
     """(samples (length, channels) of ``dtype``, sample rate) of one encoded file.
 
-    ``dtype`` is float32 (-1..1), int16 or int32 (full range, as libsndfile scales them).
+    ``dtype`` is float32 (-1..1), int16 or int32 (full range, as libsndfile scales them). ``window`` =
+    (offset, duration) in seconds decodes only that part (duration 0: to the end; see ``window_slice``).
+    ``path``: the local file that ``data`` maps, which libsndfile then reads itself, without the Python
+    read callbacks of in-memory data that hold the GIL (decodes on several threads scale better).
     """
     data = np.ascontiguousarray(data)
     pcm = _pcm16_wav(data)
     if pcm is not None:
-        return _from_pcm16(pcm[0], dtype), pcm[1]
+        samples, rate = pcm
+        return _from_pcm16(samples[window_slice(window, rate, len(samples))], dtype), rate
     reasons = []
     if soundfile is not None:
         try:
-            samples, rate = soundfile.read(io.BytesIO(data), dtype=_NATIVE[np.dtype(dtype)], always_2d=True)
-            return samples, float(rate)
+            with soundfile.SoundFile(io.BytesIO(data) if path is None else path) as f:
+                frames = window_slice(window, f.samplerate, f.frames)
+                if frames.start:
+                    f.seek(frames.start)
+                samples = f.read(frames.stop - frames.start, dtype=_NATIVE[np.dtype(dtype)], always_2d=True)
+                return samples, float(f.samplerate)
         except (soundfile.LibsndfileError, RuntimeError, TypeError) as e:
             reasons.append(f"libsndfile: {e}")
     try:
@@ -56,7 +65,16 @@ def decode(data: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, float]:
     except Exception as e:  # noqa: BLE001 - every FFmpeg failure becomes one decode error
         reasons.append(f"FFmpeg: {e}")
         raise AudioDecodeError("; ".join(reasons)) from None
-    return from_unit_range(samples, dtype), rate
+    return from_unit_range(samples[window_slice(window, rate, len(samples))], dtype), rate
+
+
+def window_slice(window: tuple[float, float], rate: float, length: int) -> slice:
+    """The frames of (offset, duration) seconds at ``rate``, clipped to the file's ``length`` frames; the
+    bounds are truncated to whole frames, as DALI's ``fn.readers.nemo_asr`` does."""
+    offset, duration = window
+    start = min(int(offset * rate), length)
+    stop = length if duration <= 0 else min(start + int(duration * rate), length)
+    return slice(start, stop)
 
 
 #: WAVE format tags of integer PCM: plain, and WAVE_FORMAT_EXTENSIBLE (whose sub-format is checked).
