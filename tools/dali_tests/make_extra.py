@@ -205,7 +205,8 @@ def sequence_frames(out: Path, shared: Path) -> None:
 
 
 def nemo_wavs(out: Path, shared: Path) -> None:
-    """db/audio/wav/*.wav: ten 1-second clips of the video's sound track, 16 kHz mono 16-bit PCM."""
+    """db/audio/wav/*.wav: eighty 1-second clips of the video's sound track, 0.05 s apart (DALI's sharded
+    reader tests need a few samples per shard), 16 kHz mono 16-bit PCM."""
     import av
     import wave
 
@@ -213,12 +214,12 @@ def nemo_wavs(out: Path, shared: Path) -> None:
         resampler = av.AudioResampler(format="s16", layout="mono", rate=16000)
         pcm = np.concatenate([f.to_ndarray().reshape(-1) for frame in container.decode(audio=0)
                               for f in resampler.resample(frame)])
-    for i in range(10):
+    for i in range(80):
         with wave.open(str(out / f"clip{i}.wav"), "wb") as w:
             w.setnchannels(1)
             w.setsampwidth(2)
             w.setframerate(16000)
-            w.writeframes(pcm[i * 8000:i * 8000 + 16000].astype("<i2").tobytes())
+            w.writeframes(pcm[i * 800:i * 800 + 16000].astype("<i2").tobytes())
 
 
 SETS = {
