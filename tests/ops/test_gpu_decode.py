@@ -183,12 +183,12 @@ def test_device_path_gives_the_host_paths_values(device_path_on_cpu, op):
 def test_device_path_orients_on_the_device_and_falls_back_to_the_host(device_path_on_cpu, tmp_path, capfd):
     from PIL import Image
 
+    good = _photos(2)  # skips without the shared photos
     photo = np.asarray(Image.open(sorted((DATA / "flowers").glob("*/*.jpg"))[0]))
     rotated = tmp_path / "rotated.jpg"
     exif = Image.Exif()
     exif[0x0112] = 6
     Image.fromarray(photo).save(rotated, exif=exif.tobytes(), quality=95)
-    good = _photos(2)
     corrupt = good[0][: len(good[0]) // 3]  # truncated: refused on the host fallback
     datas = [np.fromfile(rotated, np.uint8), *good, corrupt]
     with pytest.warns(SkippedSampleWarning, match="sample 5"):
