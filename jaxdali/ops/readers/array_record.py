@@ -2,87 +2,202 @@
 addition (no DALI version reads them).
 
 ArrayRecord files index every record, so the reader fetches any record directly: a shuffle is a
-permutation of the whole data set, each batch is one parallel ``read`` per file, and restoring a
-checkpoint costs nothing. Files are opened from local paths by the ``array-record`` package.
+permutation of the whole data set and restoring a checkpoint costs nothing. The files are read
+through the storage layer (local paths memory-mapped, fsspec URLs by range requests) and decoded
+here, a batch at a time: the chunks its records sit in are located with each file's index
+(``array_record_format``), read in few requests (``ranges``) and decoded together
+(``riegeli_format``: zstd without the GIL, spread over the worker threads). Chunks holding several
+records are cached, so the neighbours of a record decompress once. Chunks not decoded here
+(transposed, snappy) are read by the ``array-record`` package, for local files.
 """
 
 from __future__ import annotations
 
-import os
+from collections import OrderedDict
 
 import numpy as np
 
-from jaxdali.ops.readers import storage
+from jaxdali.ops.readers import ranges, storage
+from jaxdali.ops.readers.array_record_format import read_index
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.riegeli_format import (CHUNK_HEADER_SIZE, FormatError, UnsupportedChunk, decode_simple,
+                                                decode_simple_batch, physical_size, read_chunk)
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["ARRAY_RECORD_READER"]
 
-# The library's random-access setting: no read-ahead buffer (each batch asks for exactly the records it
-# needs) and no thread pool of its own (its hand-offs cost more than decoding a batch's small records in
-# the calling thread, and the pipeline's worker threads are busy with the other operators).
+# The library's random-access setting for the chunks it reads: no read-ahead buffer and no thread pool
+# of its own (its hand-offs cost more than decoding a chunk in the calling thread).
 _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
+#: Decoded bytes of multi-record chunks a reader keeps, so that a chunk's records decode once.
+CACHE_BYTES = 64 << 20
+# Bytes a compressed chunk may take beyond its records' decoded size (codec framing, size table).
+_SLACK = 64
 
 
-def _open(op: str, path: str):
+def _open_library(op: str, path: str):
+    """The array-record library's reader of ``path``, for the chunks not decoded here."""
     try:
         from array_record.python.array_record_module import ArrayRecordReader
     except ImportError:
-        raise ImportError(f"fn.{op} needs the 'array-record' package: pip install 'jaxdali[array_record]'") from None
-    storage.require_local(op, path, "ArrayRecord files are read by the array-record package's own C++ file "
-                          "layer, which opens local paths only (see docs/readers/array_record.md)")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"fn.{op}: ArrayRecord file {path!r} does not exist")
+        raise ImportError(f"fn.{op}: {path!r} holds chunks only the 'array-record' package decodes (transposed or "
+                          "snappy-compressed): pip install 'jaxdali[array_record]'") from None
+    storage.require_local(op, path, "it holds chunks (transposed or snappy-compressed) that only the array-record "
+                          "package decodes, and it opens local paths only")
     try:
-        reader = ArrayRecordReader(path, _READER_OPTIONS)
+        return ArrayRecordReader(path, _READER_OPTIONS)
     except (RuntimeError, ValueError, OSError) as e:
         raise ValueError(f"fn.{op}: {path!r} is not a readable ArrayRecord file: {e}") from None
-    if not reader.ok():
-        try:
-            reader.close()  # raises the reader's failure
-            why = "bad or truncated footer"
-        except RuntimeError as e:
-            why = str(e)
-        raise ValueError(f"fn.{op}: {path!r} is not a readable ArrayRecord file: {why}")
-    return reader
+
+
+def _index(op: str, path: str):
+    if not storage.isfile(path):
+        raise FileNotFoundError(f"fn.{op}: ArrayRecord file {path!r} does not exist")
+    try:
+        return read_index(path)
+    except UnsupportedChunk:
+        return None  # a footer in an encoding only the library decodes: the whole file goes through it
+    except FormatError as e:
+        raise ValueError(f"fn.{op}: {path!r} is not a readable ArrayRecord file: {e}") from None
 
 
 class ArrayRecordReader(Reader):
     def __init__(self, node, build):
         super().__init__(node, build)
-        op = node.schema.name
+        op = self.op = node.schema.name
         self.paths = list(self.args["path"])
         if not self.paths:
             raise ValueError(f"fn.{op}: 'path' lists no file")
-        self.files = [_open(op, p) for p in self.paths]
-        counts = [f.num_records() for f in self.files]
-        self.offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self._library: list = [None] * len(self.paths)
+        begins, counts, decoded, files, limits = [], [], [], [], []
+        for f, path in enumerate(self.paths):
+            index = _index(op, path)
+            if index is None:
+                self._library[f] = _open_library(op, path)
+                n = self._library[f].num_records()
+                # One pseudo-chunk per record: every record of the file is read by the library.
+                index = (np.full(n, -1), np.ones(n, np.int64), np.zeros(n, np.int64), 0)
+            begins.append(index[0])
+            counts.append(index[1])
+            decoded.append(index[2])
+            files.append(np.full(len(index[0]), f))
+            limits.append(np.full(len(index[0]), index[3]))
+        self.chunk_begin, self.chunk_records, self.chunk_decoded, self.chunk_file, self.chunk_limit = (
+            np.concatenate(a).astype(np.int64) for a in (begins, counts, decoded, files, limits))
+        self.chunk_first = np.concatenate(([0], np.cumsum(self.chunk_records)))
+        file_records = np.bincount(self.chunk_file, self.chunk_records, len(self.paths)).astype(np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum(file_records))).astype(np.int64)
         self.num_samples = int(self.offsets[-1])
         if not self.num_samples:
             raise RuntimeError(f"fn.{op}: the ArrayRecord files {self.paths} hold no records")
+        self._maps = ranges.map_local_files(self.paths, self.args["dont_use_mmap"])
+        self._cache: OrderedDict = OrderedDict()  # chunk -> (values, record offsets); multi-record chunks only
+        self._cached_bytes = 0
         self._init_sampling(self.args["shuffle_after_epoch"], self.args["shuffle_after_epoch_seed"])
 
     def load(self, ctx, indices):
-        file_of = np.searchsorted(self.offsets, indices, side="right") - 1
-        local = indices - self.offsets[file_of]
-        records: list = [None] * len(indices)
-        for f in np.unique(file_of).tolist():
-            where = np.flatnonzero(file_of == f)
-            try:
-                values = self.files[f].read(local[where].tolist())
-            except (RuntimeError, ValueError, OSError) as e:
-                raise OSError(f"fn.{self.node.schema.name}: reading records {local[where].tolist()} of "
-                              f"{self.paths[f]!r}: {e}") from None
-            for i, value in zip(where.tolist(), values):
-                records[i] = np.frombuffer(value, dtype=np.uint8)
-        infos = [f"{self.paths[f]} at record {r}" for f, r in zip(file_of.tolist(), local.tolist())]
+        chunk = np.searchsorted(self.chunk_first, indices, side="right") - 1
+        within = (indices - self.chunk_first[chunk]).tolist()
+        needed, slot = np.unique(chunk, return_inverse=True)
+        values, offsets = self._chunks(ctx, needed)
+        records = []
+        for k, w in zip(slot.tolist(), within):
+            o = offsets[k]
+            records.append(values[k] if o is None else values[k][o[w]:o[w + 1]])
+        file_of = self.chunk_file[chunk]
+        infos = [f"{self.paths[f]} at record {r}"
+                 for f, r in zip(file_of.tolist(), (indices - self.offsets[file_of]).tolist())]
         return TensorListCPU(records, source_info=infos)
 
+    def _chunks(self, ctx, needed: np.ndarray) -> tuple[list, list]:
+        """Each chunk's decoded values (uint8) and its records' offsets in them (None: one record)."""
+        n = len(needed)
+        values: list = [None] * n
+        offsets: list = [None] * n
+        missing = []
+        for k, c in enumerate(needed.tolist()):
+            hit = self._cache.get(c)
+            if hit is None:
+                missing.append(k)
+            else:
+                self._cache.move_to_end(c)
+                values[k], offsets[k] = hit
+        if not missing:
+            return values, offsets
+        rows = np.asarray(missing)
+        chunks = needed[rows]
+        native = self.chunk_begin[chunks] >= 0
+        done = np.zeros(len(rows), bool)
+        if native.any():
+            sel = np.flatnonzero(native)
+            c = chunks[sel]
+            begin = self.chunk_begin[c]
+            want = CHUNK_HEADER_SIZE + self.chunk_decoded[c] + _SLACK + 10 * self.chunk_records[c]
+            length = np.minimum(physical_size(begin, want), self.chunk_limit[c] - begin)
+            blob, pos = ranges.read_ranges(self.paths, self.chunk_file[c], begin, length, ctx.parallel_for,
+                                           f"fn.{self.op}", maps=self._maps)
+            got = decode_simple_batch(np.frombuffer(blob, np.uint8), pos, begin, length, ctx.parallel_for)
+            for i in np.flatnonzero(got.done).tolist():
+                k = int(rows[sel[i]])
+                values[k] = got.values[i]
+                s = got.sizes[i]
+                offsets[k] = None if s is None else np.concatenate(([0], np.cumsum(s))).tolist()
+            done[sel[got.done]] = True
+        for i in np.flatnonzero(~done).tolist():
+            k = int(rows[i])
+            values[k], offsets[k] = self._chunk_alone(int(chunks[i]))
+        for k in missing:
+            if offsets[k] is not None:
+                self._remember(int(needed[k]), values[k], offsets[k])
+        return values, offsets
+
+    def _chunk_alone(self, c: int) -> tuple[np.ndarray, list | None]:
+        """One chunk read and decoded by itself (chunks crossing a block boundary, other codecs, the library's)."""
+        f, begin = int(self.chunk_file[c]), int(self.chunk_begin[c])
+        path = self.paths[f]
+        first = int(self.chunk_first[c]) - int(self.offsets[f])
+        count = int(self.chunk_records[c])
+        if begin >= 0:
+            data = self._maps[f] if self._maps is not None else None
+            try:
+                header, content = read_chunk(
+                    (lambda o, n: bytes(data[o:o + n])) if data is not None else
+                    (lambda o, n: storage.read_range(path, o, n)), begin)
+                if header.num_records != count or header.decoded_size != self.chunk_decoded[c]:
+                    raise FormatError(f"its header says {header.num_records} records of {header.decoded_size} bytes, "
+                                      f"the footer {count} of {int(self.chunk_decoded[c])}")
+                values, sizes = decode_simple(header, content)
+                return np.frombuffer(values, np.uint8), (None if count == 1 else
+                                                         np.concatenate(([0], np.cumsum(sizes))).tolist())
+            except UnsupportedChunk:
+                pass
+            except FormatError as e:
+                raise OSError(f"fn.{self.op}: {path!r}, records {first} to {first + count - 1} (the chunk at byte "
+                              f"{begin}): {e}") from None
+        if self._library[f] is None:
+            self._library[f] = _open_library(self.op, path)
+        try:
+            records = self._library[f].read(list(range(first, first + count)))
+        except (RuntimeError, ValueError, OSError) as e:
+            raise OSError(f"fn.{self.op}: reading records {first} to {first + count - 1} of {path!r}: {e}") from None
+        sizes = np.fromiter(map(len, records), np.int64, count)
+        return np.frombuffer(b"".join(records), np.uint8), (None if count == 1 else
+                                                           np.concatenate(([0], np.cumsum(sizes))).tolist())
+
+    def _remember(self, c: int, values: np.ndarray, offsets: list) -> None:
+        self._cache[c] = (values, offsets)
+        self._cached_bytes += len(values)
+        while self._cached_bytes > CACHE_BYTES and len(self._cache) > 1:
+            _, (old, _) = self._cache.popitem(last=False)
+            self._cached_bytes -= len(old)
+
     def close(self) -> None:
-        for f in self.files:
-            f.close()
-        self.files = []
+        for f in self._library:
+            if f is not None:
+                f.close()
+        self._library = []
+        self._cache.clear()
 
 
 ARRAY_RECORD_READER = register(OpSchema(

@@ -25,7 +25,7 @@ from jaxdali.core import options
 from jaxdali.ops.kernel_loader import load_kernel
 
 __all__ = ["ProtoError", "Messages", "parse_batch", "parser_status", "join_records", "values_per_message",
-           "encode_varint", "encode_field", "encode_packed"]
+           "varints_at", "decode_varints", "encode_varint", "encode_field", "encode_packed"]
 
 _KERNEL, _KERNEL_REASON = load_kernel("jaxdali.ops.readers._protowire_kernel",
                                       pathlib.Path(__file__).with_name("_protowire_kernel.c"), "protobuf parser")
@@ -52,14 +52,14 @@ def join_records(records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return buf, ends - lengths, ends
 
 
-def _varints_at(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray, ids: np.ndarray, what: str):
+def varints_at(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray, ids: np.ndarray, what: str):
     """The varints starting at ``pos`` (each must end before ``limit``): values and byte lengths."""
+    if np.any(pos >= limit):
+        raise ProtoError(f"truncated {what}", int(ids[np.argmax(pos >= limit)]))
     first = buf[pos]
     if not (first & 0x80).any():  # all one byte long: field keys, small values and lengths
-        if np.any(pos >= limit):
-            raise ProtoError(f"truncated {what}", int(ids[np.argmax(pos >= limit)]))
         return first.astype(np.uint64), np.ones(pos.size, np.int64)
-    window = buf[pos[:, None] + _WINDOW]
+    window = buf[np.minimum(pos[:, None] + _WINDOW, len(buf) - 1)]  # past the end: caught by the limit check
     last = window < 0x80
     length = last.argmax(axis=1) + 1
     bad = ~last.any(axis=1) | (pos + length > limit)
@@ -142,7 +142,7 @@ class Messages:
         if truncated.any():
             raise ProtoError(f"field {number}: truncated packed varint", int(self.msg[rows[packed][truncated.argmax()]]))
         ends_at = np.flatnonzero(last)
-        values = _decode_varints(payload, ends_at, int(self.msg[rows[packed][0]]))
+        values = decode_varints(payload, ends_at, int(self.msg[rows[packed][0]]))
         counts = np.ones(len(rows), np.int64)
         counts[packed] = np.searchsorted(ends_at, ends) - np.searchsorted(ends_at, ends - plen)
         out = np.empty(counts.sum(), np.uint64)
@@ -175,7 +175,7 @@ def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndar
     return buf[offsets + np.arange(total)]
 
 
-def _decode_varints(payload: np.ndarray, ends: np.ndarray, message: int) -> np.ndarray:
+def decode_varints(payload: np.ndarray, ends: np.ndarray, message: int) -> np.ndarray:
     """Concatenated varints ending at the byte indices ``ends`` (bytes below 0x80)."""
     if ends.size == payload.size:  # all one byte long
         return payload.astype(np.uint64)
@@ -235,7 +235,7 @@ def _parse_numpy(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Messa
     cols: list[list[np.ndarray]] = [[] for _ in range(6)]
     while active.size:
         p, lim = pos[active], ends[active]
-        key, size = _varints_at(buf, p, lim, active, "field key")
+        key, size = varints_at(buf, p, lim, active, "field key")
         p += size
         wire, number = (key & np.uint64(7)).astype(np.uint8), (key >> np.uint64(3)).astype(np.int64)
         bad = ~_VALID_WIRE[wire] | (number == 0)
@@ -250,11 +250,11 @@ def _parse_numpy(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Messa
                 continue
             what = "varint" if kind == VARINT else "length"
             if len(kinds) == 1:  # every message is at the same kind of field: no masking
-                v, s = _varints_at(buf, p, lim, active, what)
+                v, s = varints_at(buf, p, lim, active, what)
                 p += s
             else:
                 mask = wire == kind
-                v, s = _varints_at(buf, p[mask], lim[mask], active[mask], what)
+                v, s = varints_at(buf, p[mask], lim[mask], active[mask], what)
                 p[mask] += s
             if kind == VARINT:
                 if len(kinds) == 1:
