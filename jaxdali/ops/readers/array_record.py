@@ -13,6 +13,7 @@ records are cached, so the neighbours of a record decompress once. Chunks not de
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -70,6 +71,7 @@ class ArrayRecordReader(Reader):
         if not self.paths:
             raise ValueError(f"fn.{op}: 'path' lists no file")
         self._library: list = [None] * len(self.paths)
+        self._library_lock = threading.Lock()
         begins, counts, decoded, files, limits = [], [], [], [], []
         for f, path in enumerate(self.paths):
             index = _index(op, path)
@@ -126,6 +128,7 @@ class ArrayRecordReader(Reader):
         if not missing:
             return values, offsets
         rows = np.asarray(missing)
+        missing_rows = rows.tolist()
         chunks = needed[rows]
         native = self.chunk_begin[chunks] >= 0
         done = np.zeros(len(rows), bool)
@@ -144,9 +147,13 @@ class ArrayRecordReader(Reader):
                 s = got.sizes[i]
                 offsets[k] = None if s is None else np.concatenate(([0], np.cumsum(s))).tolist()
             done[sel[got.done]] = True
-        for i in np.flatnonzero(~done).tolist():
-            k = int(rows[i])
-            values[k], offsets[k] = self._chunk_alone(int(chunks[i]))
+        alone = np.flatnonzero(~done)
+
+        def decode_alone(lo: int, hi: int) -> None:
+            for i in alone[lo:hi].tolist():
+                values[missing_rows[i]], offsets[missing_rows[i]] = self._chunk_alone(int(chunks[i]))
+
+        ctx.parallel_for(decode_alone, len(alone))
         for k in missing:
             if offsets[k] is not None:
                 self._remember(int(needed[k]), values[k], offsets[k])
@@ -175,12 +182,14 @@ class ArrayRecordReader(Reader):
             except FormatError as e:
                 raise OSError(f"fn.{self.op}: {path!r}, records {first} to {first + count - 1} (the chunk at byte "
                               f"{begin}): {e}") from None
-        if self._library[f] is None:
-            self._library[f] = _open_library(self.op, path)
-        try:
-            records = self._library[f].read(list(range(first, first + count)))
-        except (RuntimeError, ValueError, OSError) as e:
-            raise OSError(f"fn.{self.op}: reading records {first} to {first + count - 1} of {path!r}: {e}") from None
+        with self._library_lock:  # chunks decode on several threads; the library's readers are used by one
+            if self._library[f] is None:
+                self._library[f] = _open_library(self.op, path)
+            try:
+                records = self._library[f].read(list(range(first, first + count)))
+            except (RuntimeError, ValueError, OSError) as e:
+                raise OSError(f"fn.{self.op}: reading records {first} to {first + count - 1} of {path!r}: "
+                              f"{e}") from None
         sizes = np.fromiter(map(len, records), np.int64, count)
         return np.frombuffer(b"".join(records), np.uint8), (None if count == 1 else
                                                            np.concatenate(([0], np.cumsum(sizes))).tolist())
