@@ -146,6 +146,17 @@ def test_every_record_matches_the_librarys_read(tmp_path, monkeypatch, options):
     assert sorted(seen) == list(range(61))
 
 
+@pytest.mark.parametrize("dont_use_mmap", [False, True])
+def test_without_zstandard_the_library_reads_zstd_chunks(files, monkeypatch, dont_use_mmap):
+    from jaxdali.ops.readers import riegeli_format
+
+    expected = [bytes(s) for s in _pipe(batch_size=23, path=files).run()[0].samples()]
+    real = riegeli_format.codec_available
+    monkeypatch.setattr(riegeli_format, "codec_available", lambda c: c != riegeli_format.ZSTD and real(c))
+    pipe = _pipe(batch_size=23, path=files, dont_use_mmap=dont_use_mmap)
+    assert [bytes(s) for s in pipe.run()[0].samples()] == expected
+
+
 def test_fsspec_urls_read_like_local_files(files):
     fsspec = pytest.importorskip("fsspec")
     memory = fsspec.filesystem("memory")

@@ -215,7 +215,8 @@ ARRAY_RECORD_READER = register(OpSchema(
     doc=("Reads the records of ArrayRecord files (the format of Grain and TensorFlow Datasets), in file order "
          "and then record order, as raw bytes (1-D uint8): pass them to a decoder when they hold encoded "
          "images, or parse them yourself. Every record is read directly, so ``random_shuffle`` and "
-         "``shuffle_after_epoch`` shuffle the whole data set and checkpoints restore in O(1). Not in DALI."),
+         "``shuffle_after_epoch`` shuffle the whole data set and checkpoints restore in O(1). Local files and "
+         "fsspec URLs; the chunks of a batch are decoded together, on the worker threads. Not in DALI."),
     args=(
         Arg("path", "strs", REQUIRED, "ArrayRecord files, read one after the other."),
         Arg("shuffle_after_epoch", "bool", False,

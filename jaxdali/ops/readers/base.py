@@ -40,8 +40,8 @@ LOADER_ARGS: tuple[Arg, ...] = (
         "Shuffle the samples of the shard every epoch (the whole shard, not a small buffer as in DALI)."),
     Arg("initial_fill", "int", 1024, "DALI's shuffle-buffer size; jaxdali shuffles whole shards.", hint=True),
     Arg("read_ahead", "bool", False, "Read the whole data set into memory first.", hint=True),
-    Arg("dont_use_mmap", "bool", False, "Read local container files (TFRecord, tar shards, RecordIO) with plain "
-        "reads instead of memory-mapping them; other readers always read."),
+    Arg("dont_use_mmap", "bool", False, "Read local container files (TFRecord, tar shards, RecordIO, ArrayRecord) "
+        "with plain reads instead of memory-mapping them; other readers always read."),
     Arg("lazy_init", "bool", False, "Parse metadata on first run.", hint=True),
     Arg("prefetch_queue_depth", "int", 1, "Batches a reader that reads ahead (see the 'reader_read_ahead' "
         "option) keeps in flight on its I/O threads.", min=1),
