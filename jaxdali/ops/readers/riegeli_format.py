@@ -17,6 +17,7 @@ size is checked against the others instead, and corrupt compressed data fails in
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 from typing import Callable, NamedTuple
 
@@ -106,8 +107,9 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def _module(name: str):
+    """The optional codec package ``name``, or None when it is not installed."""
     try:
-        return __import__(name)
+        return importlib.import_module(name)
     except ImportError:
         return None
 
@@ -220,52 +222,43 @@ def decode_simple_batch(buf: np.ndarray, pos: np.ndarray, begin: np.ndarray, ava
     ok = table_end <= end
     j, table, table_end, end, num_records, decoded, compression = (
         a[ok] for a in (j, table, table_end, end, num_records, decoded, compression))
-    if not len(j):
+    # The blocks to decode: each zstd chunk's values, then the size tables of its multi-record chunks.
+    zstd = np.flatnonzero(compression == ZSTD)
+    many = zstd[num_records[zstd] > 1]
+    block_rows = np.concatenate((zstd, many))
+    block_start = np.concatenate((table_end[zstd], table[many]))
+    block_end = np.concatenate((end[zstd], table_end[many]))
+    try:
+        expect, length = protowire.varints_at(buf, block_start, block_end, j[block_rows], "block size")
+    except protowire.ProtoError:
         return SimpleChunks(done, values, sizes)
-    zstd = compression == ZSTD
-    frames = []  # (chunk row, start, end, decoded size): the blocks to decompress
-    if zstd.any():
-        rows = np.flatnonzero(zstd)
-        many = rows[num_records[rows] > 1]
-        starts = np.concatenate((table_end[rows], table[many]))
-        ends = np.concatenate((end[rows], table_end[many]))
-        try:
-            expect, length = protowire.varints_at(buf, starts, ends, np.concatenate((j[rows], j[many])), "block size")
-        except protowire.ProtoError:
-            return SimpleChunks(done, values, sizes)
-        frames = [np.concatenate((rows, many)), starts + length, ends, expect.astype(np.int64)]
-        values_ok = expect[:len(rows)].astype(np.int64) == decoded[rows]
-        if not values_ok.all():
-            return SimpleChunks(done, values, sizes)
-    out = _decompress_frames(buf, *frames[1:], parallel_for, piece_bytes) if len(frames) else []
+    expect = expect.astype(np.int64)
+    if np.any(expect[:len(zstd)] != decoded[zstd]):
+        return SimpleChunks(done, values, sizes)
+    blocks = _decompress_frames(buf, block_start + length, block_end, expect, parallel_for, piece_bytes)
     tables: dict[int, np.ndarray] = {}
-    nzstd = int(zstd.sum())
-    for k, row in enumerate(frames[0].tolist() if len(frames) else ()):
-        if k < nzstd:
-            values[int(j[row])] = out[k]
+    for k, row in enumerate(block_rows.tolist()):
+        if k < len(zstd):
+            values[int(j[row])] = blocks[k]
         else:
-            tables[row] = out[k]
-    for row in np.flatnonzero(~zstd).tolist():
+            tables[row] = blocks[k]
+    for row in np.flatnonzero(compression == NO_COMPRESSION).tolist():
         values[int(j[row])] = buf[table_end[row]:end[row]]
         if num_records[row] > 1:
             tables[row] = buf[table[row]:table_end[row]]
     for row, raw in tables.items():
-        c = int(j[row])
-        try:
-            s = _sizes(raw, int(num_records[row]))
-        except FormatError:
-            values[c] = None
-            continue
-        sizes[c] = s
-    ok = np.zeros(len(j), bool)
+        if raw is not None:
+            try:
+                sizes[int(j[row])] = _sizes(raw, int(num_records[row]))
+            except FormatError:
+                pass  # left undone: the per-chunk path names the bad chunk
     for row, c in enumerate(j.tolist()):
-        v = values[c]
-        good = v is not None and len(v) == decoded[row] and (num_records[row] == 1 or (
-            sizes[c] is not None and int(sizes[c].sum()) == decoded[row]))
-        ok[row] = good
-        if not good:
+        v, s = values[c], sizes[c]
+        if v is not None and len(v) == decoded[row] and (
+                num_records[row] == 1 or (s is not None and int(s.sum()) == decoded[row])):
+            done[c] = True
+        else:
             values[c] = sizes[c] = None
-    done[j[ok]] = True
     return SimpleChunks(done, values, sizes)
 
 
@@ -274,8 +267,10 @@ def _decompress_frames(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, ex
                        piece_bytes: int) -> list:
     """The zstd frames ``buf[starts[i]:ends[i]]`` decompressed (each to ``expect[i]`` bytes), as uint8 arrays;
     a frame that fails gives None."""
-    zstandard = _module("zstandard")
     n = len(starts)
+    if not n:
+        return []
+    zstandard = _module("zstandard")
     bounds = np.searchsorted(np.cumsum(expect), np.arange(1, -(-int(expect.sum()) // piece_bytes)) * piece_bytes)
     bounds = np.unique(np.concatenate(([0], bounds, [n])))
     out: list = [None] * n
