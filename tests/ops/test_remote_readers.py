@@ -1,18 +1,25 @@
 """Readers on object storage: a real S3-compatible server (moto's server mode) on localhost serves a small
-dataset (flower photos and .npy files), and fn.readers.file / fn.readers.numpy read it as they read the
-same files from disk: identical batches, identical resume."""
+dataset (flower photos, .npy files, TFRecord files, tar shards, a COCO annotations file and ArrayRecord
+files), and every file-based reader reads it as it reads the same files from disk: identical batches,
+identical resume."""
 
 from __future__ import annotations
 
+import io
+import json
 import pathlib
 import shutil
 import socket
+import tarfile
 
 import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def
+from jaxdali import tfrecord as tfrec
 from jaxdali.ops.readers import storage
+from jaxdali.ops.readers import tfrecord_format
+from jaxdali.tools import tfrecord2idx, wds2idx
 
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("s3fs")
@@ -43,7 +50,48 @@ def local_dataset(tmp_path_factory, flowers_root) -> pathlib.Path:
         np.save(root / "arrays" / f"{k}.npy", a)
         np.save(root / "arrays" / "more" / f"f{k}.npy", np.asfortranarray(a))
     (root / "arrays" / "list.txt").write_text("more/f1.npy\n2.npy\nmore/f3.npy\n")
+    _write_containers(root, sorted((root / "flowers").rglob("*.jpg")))
     return root
+
+
+def _write_containers(root: pathlib.Path, photos: list[pathlib.Path]) -> None:
+    """The photos as two TFRecord files and two tar shards (each with its index), in a COCO annotations
+    file (one or two made-up boxes each) and, when array_record is installed, in two ArrayRecord files."""
+    (root / "records").mkdir()
+    for k, part in enumerate((photos[:4], photos[4:])):
+        path = str(root / "records" / f"part-{k}.tfrecord")
+        tfrecord_format.write_tfrecord(path, [tfrecord_format.encode_example(
+            {"image/encoded": p.read_bytes(), "label": [i], "box": np.arange(4 * (i % 3), dtype=np.float32)})
+            for i, p in enumerate(part)])
+        assert tfrecord2idx.main([path, str(root / "records" / f"part-{k}.idx")]) == 0
+        tar_path = root / "records" / f"shard-{k}.tar"
+        with tarfile.open(tar_path, "w") as tar:
+            for i, p in enumerate(part):
+                for ext, data in (("jpg", p.read_bytes()), ("cls", str(i).encode())):
+                    info = tarfile.TarInfo(f"s{k}_{i:03d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        assert wds2idx.main([str(tar_path)]) == 0
+    Image = pytest.importorskip("PIL.Image")
+    images, annotations = [], []
+    for i, p in enumerate(photos):
+        w, h = Image.open(p).size
+        images.append({"id": 10 + i, "file_name": p.relative_to(root / "flowers").as_posix(), "width": w, "height": h})
+        for j in range(1 + i % 2):
+            annotations.append({"id": len(annotations) + 1, "image_id": 10 + i, "category_id": 1 + j, "iscrowd": 0,
+                                "bbox": [j * 5.0, 3.0, w / 3, h / 4],
+                                "segmentation": [[j * 5.0, 3.0, w / 3, 3.0, w / 3, h / 4]]})
+    (root / "coco.json").write_text(json.dumps({"images": images, "annotations": annotations,
+                                                 "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}))
+    try:
+        from array_record.python.array_record_module import ArrayRecordWriter
+    except ImportError:
+        return
+    for k, (part, options) in enumerate(((photos[:4], "group_size:1"), (photos[4:], "group_size:2,zstd"))):
+        writer = ArrayRecordWriter(str(root / "records" / f"{k}.array_record"), options)
+        for p in part:
+            writer.write(p.read_bytes())
+        writer.close()
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +192,74 @@ def test_numpy_file_list_on_s3(s3_root, local_dataset):
     local = _numpy_pipe(file_list=str(local_dataset / "arrays" / "list.txt"))
     remote = _numpy_pipe(file_list=f"{s3_root}/arrays/list.txt")
     assert _batches(remote, 3) == _batches(local, 3)
+
+
+def _reader_pipe(reader, checkpoint=None, **args):
+    @pipeline_def(batch_size=3, num_threads=2, device_id=None, seed=1, enable_checkpointing=True)
+    def p():
+        out = reader(name="Reader", **args)
+        return tuple(out.values()) if isinstance(out, dict) else tuple(out) if isinstance(out, list) else out
+
+    pipe = p(checkpoint=checkpoint)
+    pipe.build()
+    return pipe
+
+
+def _same_from_s3_and_disk_with_resume(reader, local_root: pathlib.Path, s3_root: str, args) -> None:
+    """Batches (source_info with the root swapped), reader_meta and a mid-epoch resume of ``reader`` from
+    S3 equal those from disk; ``args(root)`` gives the reader's arguments for a root."""
+    def batches(pipe, n: int, root: str) -> list:
+        return [[(data, [i.replace(root, "<root>") for i in info or ()]) for data, info in batch]
+                for batch in _batches(pipe, n)]
+
+    local, remote = _reader_pipe(reader, **args(str(local_root))), _reader_pipe(reader, **args(s3_root))
+    assert remote.reader_meta("Reader") == local.reader_meta("Reader")
+    assert batches(remote, 2, s3_root) == batches(local, 2, str(local_root))
+    checkpoint = remote.checkpoint()
+    expected = batches(local, 4, str(local_root))
+    assert batches(remote, 4, s3_root) == expected
+    assert batches(_reader_pipe(reader, checkpoint=checkpoint, **args(s3_root)), 4, s3_root) == expected
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_container_readers_read_the_same_records_from_s3_and_disk(s3_root, local_dataset, indexed):
+    def args(root: str) -> dict:
+        paths = [f"{root}/records/shard-{k}.tar" for k in range(2)]
+        return dict(paths=paths, index_paths=[p[:-3] + "idx" for p in paths] if indexed else None,
+                    ext=["jpg", "cls"], random_shuffle=True)
+
+    _same_from_s3_and_disk_with_resume(fn.readers.webdataset, local_dataset, s3_root, args)
+    if not indexed:
+        return
+    features = {"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                "label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
+                "box": tfrec.VarLenFeature([4], tfrec.float32, 0.0)}
+
+    def tf_args(root: str) -> dict:
+        return dict(path=[f"{root}/records/part-{k}.tfrecord" for k in range(2)],
+                    index_path=[f"{root}/records/part-{k}.idx" for k in range(2)], features=features,
+                    random_shuffle=True)
+
+    _same_from_s3_and_disk_with_resume(fn.readers.tfrecord, local_dataset, s3_root, tf_args)
+
+
+@pytest.mark.parametrize("masks", [dict(), dict(polygon_masks=True, image_ids=True)])
+def test_coco_reads_the_same_images_and_objects_from_s3_and_disk(s3_root, local_dataset, masks):
+    def args(root: str) -> dict:
+        return dict(file_root=f"{root}/flowers", annotations_file=f"{root}/coco.json", shuffle_after_epoch=True,
+                    **masks)
+
+    _same_from_s3_and_disk_with_resume(fn.readers.coco, local_dataset, s3_root, args)
+
+
+def test_array_record_reads_the_same_records_from_s3_and_disk(s3_root, local_dataset):
+    if not (local_dataset / "records" / "0.array_record").exists():
+        pytest.skip("array_record is not installed")
+
+    def args(root: str) -> dict:
+        return dict(path=[f"{root}/records/{k}.array_record" for k in range(2)], random_shuffle=True)
+
+    _same_from_s3_and_disk_with_resume(fn.readers.array_record, local_dataset, s3_root, args)
 
 
 def test_memory_urls_and_missing_files_name_the_url():

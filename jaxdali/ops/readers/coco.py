@@ -55,22 +55,20 @@ class CocoReader(Reader):
         self.paths = [storage.join(a["file_root"], n) for n in self.ann.filenames]
         self.num_samples = len(self.ann)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
+        self._init_read_ahead(self.paths)
+
+    def fetch(self, index: int) -> np.ndarray:
+        """The encoded image of dataset sample ``index``."""
+        path = self.paths[index]
+        try:
+            return np.frombuffer(storage.read_file(path), dtype=np.uint8)
+        except OSError as e:
+            e.add_note(f"fn.{self.node.schema.name}: reading sample {index} ({path!r})")
+            raise
 
     def load(self, ctx, indices):
-        ann, n = self.ann, len(indices)
-        images: list = [None] * n
-        paths = self.paths
-
-        def read(start: int, stop: int) -> None:
-            for i in range(start, stop):
-                path = paths[indices[i]]
-                try:
-                    images[i] = np.frombuffer(storage.read_file(path), dtype=np.uint8)
-                except OSError as e:
-                    e.add_note(f"fn.{self.node.schema.name}: reading sample {int(indices[i])} ({path!r})")
-                    raise
-
-        ctx.parallel_for(read, n)
+        ann = self.ann
+        images = self.fetch_all(ctx, indices)
         index_list = indices.tolist()
         spans = [slice(ann.offsets[i], ann.offsets[i] + ann.counts[i]) for i in index_list]
         outputs = [TensorListCPU(images, source_info=[ann.filenames[i] for i in index_list]),
