@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import pathlib
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -114,6 +116,19 @@ def test_index_tool_matches_a_scan_and_dalis_format(tfrecords):
     rows = np.array(pathlib.Path(indexes[0]).read_text().split(), dtype=np.int64).reshape(-1, 2)
     assert rows[0].tolist() == [0, struct.unpack_from("<Q", blob)[0] + 16]
     assert (rows[1:, 0] == rows[:-1].sum(axis=1)).all() and rows[-1].sum() == len(blob)
+
+
+def test_index_tool_runs_as_a_module(tfrecords, tmp_path, subprocess_env):
+    paths, indexes, _ = tfrecords
+    out = tmp_path / "m.idx"
+    done = subprocess.run([sys.executable, "-m", "jaxdali.tools.tfrecord2idx", paths[1], str(out), "--check-crc"],
+                          env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == pathlib.Path(indexes[1]).read_text()
+    missing = subprocess.run([sys.executable, "-m", "jaxdali.tools.tfrecord2idx", str(tmp_path / "nope.tfrecord"),
+                              str(tmp_path / "nope.idx")], env=subprocess_env, capture_output=True, text=True,
+                             timeout=120)
+    assert missing.returncode == 1 and "nope.tfrecord" in missing.stderr
 
 
 def test_crc32c_matches_a_bitwise_reference():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import subprocess
+import sys
 import tarfile
 import warnings
 
@@ -98,6 +100,19 @@ def test_index_tool_writes_what_dalis_wds2idx_writes(shards, tmp_path):
     with creator.IndexCreator(archives[0], str(theirs), verbose=False) as c:
         c.create_index()
     assert pathlib.Path(indexes[0]).read_text() == theirs.read_text()
+
+
+def test_index_tool_runs_as_a_module(shards, tmp_path, subprocess_env):
+    archives, indexes, _ = shards
+    out = tmp_path / "m.idx"
+    done = subprocess.run([sys.executable, "-m", "jaxdali.tools.wds2idx", archives[1], str(out)],
+                          env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == pathlib.Path(indexes[1]).read_text()
+    (tmp_path / "cut.tar").write_bytes(pathlib.Path(archives[0]).read_bytes()[:3000])
+    cut = subprocess.run([sys.executable, "-m", "jaxdali.tools.wds2idx", str(tmp_path / "cut.tar")],
+                         env=subprocess_env, capture_output=True, text=True, timeout=120)
+    assert cut.returncode == 1 and "cut.tar" in cut.stderr
 
 
 # Without an index DALI makes an empty sample of each hidden file (its index tool drops them, as we do),
