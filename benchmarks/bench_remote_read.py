@@ -2,10 +2,12 @@
 after ``--latency`` seconds (20 ms by default), with and without read-ahead.
 
 The store is the local file system behind an fsspec wrapper (``slow://``) that sleeps before answering
-every request (reads, listings, metadata), as an object store's round trip would. Two pipelines:
+every request (reads, listings, metadata), as an object store's round trip would. Three pipelines:
 
 * ``fn.readers.numpy`` on ``--files`` small .npy files (the reader alone);
-* ``fn.readers.file`` + ``fn.decoders.image`` on a folder of photos (default ``../shared/data/flowers``).
+* ``fn.readers.file`` + ``fn.decoders.image`` on a folder of photos (default ``../shared/data/flowers``);
+* ``fn.readers.coco`` + ``fn.decoders.image`` on the same photos (a made-up box each; the annotations
+  file stays local, the images are behind the store).
 
 Loaders, measured in one process and interleaved (``readers.py``): ``local``, ``remote, no read-ahead``
 (``reader_read_ahead="never"``: each batch's files are read when the batch is produced, on the
@@ -19,6 +21,7 @@ on the reader's I/O threads).
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 import tempfile
@@ -83,6 +86,36 @@ def photo_loader(root: str, batch_size: int, threads: int, depth: int):
     return _runner(p())
 
 
+def coco_loader(annotations: str):
+    """``fn.readers.coco`` (images behind ``root``, the annotations file local) + ``fn.decoders.image``."""
+
+    def make(root: str, batch_size: int, threads: int, depth: int):
+        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, prefetch_queue_depth=2)
+        def p():
+            jpegs, boxes, labels = fn.readers.coco(file_root=root, annotations_file=annotations,
+                                                   random_shuffle=True, prefetch_queue_depth=depth)
+            return fn.decoders.image(jpegs), boxes, labels
+
+        return _runner(p())
+
+    return make
+
+
+def write_coco(photos: pathlib.Path, path: pathlib.Path) -> None:
+    """A COCO annotations file over every photo under ``photos``: one box covering its centre."""
+    from PIL import Image
+
+    images, annotations = [], []
+    for i, photo in enumerate(sorted(photos.rglob("*.jpg"))):
+        with Image.open(photo) as im:
+            w, h = im.size
+        images.append({"id": i, "file_name": photo.relative_to(photos).as_posix(), "width": w, "height": h})
+        annotations.append({"id": i, "image_id": i, "category_id": 1, "iscrowd": 0,
+                            "bbox": [w / 4, h / 4, w / 2, h / 2]})
+    path.write_text(json.dumps({"images": images, "annotations": annotations,
+                                "categories": [{"id": 1, "name": "object"}]}))
+
+
 def _runner(pipe):
     pipe.build()
 
@@ -126,7 +159,14 @@ def main(argv=None) -> None:
     if pathlib.Path(args.photos).is_dir():
         rates = compare(loaders(photo_loader, str(pathlib.Path(args.photos).resolve()), args),
                         batches=args.batches, reps=args.reps, warmup=args.warmup)
-        print(report(f"fn.readers.file + fn.decoders.image, {args.photos}", rates, reference="local"))
+        print(report(f"fn.readers.file + fn.decoders.image, {args.photos}", rates, reference="local") + "\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            photos = pathlib.Path(args.photos).resolve()
+            annotations = pathlib.Path(tmp) / "instances.json"
+            write_coco(photos, annotations)
+            rates = compare(loaders(coco_loader(str(annotations)), str(photos), args), batches=args.batches,
+                            reps=args.reps, warmup=args.warmup)
+            print(report(f"fn.readers.coco + fn.decoders.image, {args.photos}", rates, reference="local"))
 
 
 if __name__ == "__main__":
