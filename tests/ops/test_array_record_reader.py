@@ -85,6 +85,20 @@ def test_global_shuffle_covers_every_record_and_resumes_exactly(files, shuffle):
     assert _indices(_pipe(checkpoint=checkpoint, **args), 7) == expected
 
 
+def test_a_checkpoint_of_rewritten_files_is_refused(tmp_path):
+    from jaxdali.core.checkpoint import CheckpointError
+
+    paths = [str(tmp_path / f"{k}.array_record") for k in range(2)]
+    for path, part in zip(paths, (range(3), range(3, 5))):
+        write(path, [record(i) for i in part])
+    pipe = _pipe(checkpoint="", path=paths)
+    pipe.run()
+    for path, part in zip(paths, (range(2), range(2, 5))):  # same count, records moved
+        write(path, [record(i) for i in part])
+    with pytest.raises(CheckpointError, match=r"listing.*0\.array_record.*changed"):
+        _pipe(checkpoint=pipe.checkpoint(), path=paths).build()
+
+
 def test_records_holding_images_go_to_the_decoder(tmp_path, flowers_root):
     Image = pytest.importorskip("PIL.Image")
     import glob

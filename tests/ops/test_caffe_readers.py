@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 
@@ -230,6 +231,35 @@ def test_shuffled_reader_resumes_mid_epoch_exactly(tmp_path):
     # other shard) and epoch 3: each epoch visits its whole shard once, and the two shards partition the set.
     stream = sum(expected, [])
     assert sorted(stream[2:8] + stream[8:13]) == list(range(-3, 8))
+
+
+def test_a_checkpoint_of_rewritten_databases_is_refused(tmp_path):
+    from jaxdali.core.checkpoint import CheckpointError
+
+    paths = [str(tmp_path / "a"), str(tmp_path / "b")]
+
+    def write(split: int) -> None:  # 7 records, the first `split` in database a
+        records = caffe2_records(7, 0)
+        for path, part in zip(paths, (records[:split], records[split:])):
+            shutil.rmtree(path, ignore_errors=True)
+            write_lmdb(path, part)
+
+    def pipe(checkpoint=None):
+        @jaxdali.pipeline_def(batch_size=3, num_threads=1, device_id=None, enable_checkpointing=True,
+                              checkpoint=checkpoint)
+        def p():
+            return fn.readers.caffe2(path=paths)[1]
+
+        return p()
+
+    write(4)
+    original = pipe()
+    original.run()
+    checkpoint = original.checkpoint()
+    del original
+    write(3)
+    with pytest.raises(CheckpointError, match=r"listing.*LMDB.*changed"):
+        pipe(checkpoint).build()
 
 
 # -- DALI's JAX/Flax MNIST example pipelines ------------------------------------------------------------------

@@ -200,6 +200,30 @@ def test_shuffle_after_epoch_resumes_exactly_and_covers_every_image(coco):
     assert stream[:14] != sorted(stream[:14]) and stream[:14] != stream[14:28]
 
 
+def test_a_checkpoint_of_rewritten_annotations_is_refused(coco, tmp_path):
+    from jaxdali.core.checkpoint import CheckpointError
+
+    root, path, _, _ = coco
+    doc = json.loads(open(path).read())
+    annotations = tmp_path / "instances.json"
+    annotations.write_text(json.dumps(doc))
+
+    def pipe(checkpoint=None):
+        @jaxdali.pipeline_def(batch_size=4, num_threads=1, device_id=None, enable_checkpointing=True,
+                              checkpoint=checkpoint)
+        def p():
+            return fn.readers.coco(file_root=root, annotations_file=str(annotations))[1]
+
+        return p()
+
+    original = pipe()
+    original.run()
+    doc["images"] = [dict(image, id=image["id"] + (5000 if k == 0 else 0)) for k, image in enumerate(doc["images"])]
+    annotations.write_text(json.dumps(doc))  # the first image now last, without its objects
+    with pytest.raises(CheckpointError, match=r"listing.*instances\.json.*changed"):
+        pipe(original.checkpoint()).build()
+
+
 def test_errors_name_the_argument_or_file(coco, tmp_path):
     root, path, _, _ = coco
     with pytest.raises(ValueError, match="mutually exclusive"):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from jaxdali import config, fn, pipeline_def
+from jaxdali.core.checkpoint import CheckpointError
 from jaxdali.ops.readers import npy_format
 
 
@@ -167,6 +168,16 @@ def test_mid_epoch_resume_is_exact_with_and_without_read_ahead(tmp_path, read_ah
         assert [a.tolist() for a in resumed] == [a.tolist() for a in tail]
         runs[mode] = ([a.tolist() for a in head + tail], checkpoint)
     assert runs["never"] == runs["always"]  # read-ahead changes neither the data nor the checkpoints
+
+
+def test_a_checkpoint_of_changed_files_is_refused(tmp_path):
+    for k in range(4):
+        _write(tmp_path / f"{k}.npy", np.full(2, k, np.int32))
+    pipe = _pipe(file_root=str(tmp_path))
+    pipe.run()
+    (tmp_path / "3.npy").rename(tmp_path / "4.npy")  # same count, same arguments: another listing
+    with pytest.raises(CheckpointError, match=r"listing.*sub-folders.*changed"):
+        _pipe(file_root=str(tmp_path), checkpoint=pipe.checkpoint())
 
 
 def test_cached_headers_give_the_same_regions(tmp_path):

@@ -15,6 +15,7 @@ import pytest
 from jaxdali.ops.readers.protowire import encode_varint
 from jaxdali import fn, pipeline_def, types
 from jaxdali import tfrecord as tfrec
+from jaxdali.core.checkpoint import CheckpointError
 from jaxdali.ops.readers import tfrecord_format as fmt
 from jaxdali.tools import tfrecord2idx
 
@@ -193,6 +194,25 @@ def test_resumes_mid_epoch_from_a_checkpoint(tfrecords):
     for a, b in zip(_batches(q, 6), expected):
         for x, y in zip(a, b):
             assert all(np.array_equal(s, t) for s, t in zip(x, y))
+
+
+def test_a_checkpoint_of_rewritten_files_is_refused(tmp_path):
+    paths, indexes = [str(tmp_path / f"{k}.tfrecord") for k in range(2)], [str(tmp_path / f"{k}.idx") for k in range(2)]
+    features = {"pair": FEATURES["pair"]}
+
+    def write(split: int) -> None:  # 5 records, the first `split` in file 0
+        records = [fmt.encode_example({"pair": np.array([i, -i], np.int64)}) for i in range(5)]
+        for path, index, part in zip(paths, indexes, (records[:split], records[split:])):
+            fmt.write_tfrecord(path, part)
+            assert tfrecord2idx.main([path, index]) == 0
+
+    write(3)
+    make = _pipe(fn, pipeline_def, paths, indexes, features, batch_size=2, enable_checkpointing=True)
+    p = make()
+    p.run()
+    write(2)  # same arguments, same count: the records moved
+    with pytest.raises(CheckpointError, match=r"listing.*0\.tfrecord.*changed"):
+        make(checkpoint=p.checkpoint()).build()
 
 
 def test_records_in_any_valid_protobuf_layout(tmp_path):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from jaxdali import fn, pipeline_def, types
+from jaxdali.core.checkpoint import CheckpointError
 from jaxdali.ops.readers import wds_index
 from jaxdali.tools import wds2idx
 
@@ -176,6 +177,24 @@ def test_resumes_mid_epoch_from_a_checkpoint(shards):
     q = make(checkpoint=saved)
     assert [[[s.tobytes() for s in x] for x in b] for b in _batches(q, 5)] == \
         [[[s.tobytes() for s in x] for x in b] for b in expected]
+
+
+def test_a_checkpoint_of_rewritten_shards_is_refused(tmp_path):
+    archives = [str(tmp_path / f"{k}.tar") for k in range(2)]
+
+    def write(split: int) -> None:  # 5 samples, the first `split` in shard 0
+        for k, (lo, hi) in enumerate(((0, split), (split, 5))):
+            with tarfile.open(archives[k], "w") as tar:
+                for i in range(lo, hi):
+                    _add(tar, f"s{i}.cls", str(i).encode())
+
+    write(3)
+    make = _pipe(fn, pipeline_def, archives, None, ["cls"], batch_size=2, enable_checkpointing=True)
+    p = make()
+    p.run()
+    write(2)
+    with pytest.raises(CheckpointError, match=r"listing.*0\.tar.*changed"):
+        make(checkpoint=p.checkpoint()).build()
 
 
 def test_damaged_archives_and_indexes_are_named(shards, tmp_path):

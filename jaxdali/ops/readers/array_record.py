@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxdali.ops.readers import ranges, storage
 from jaxdali.ops.readers.array_record_format import read_index
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.riegeli_format import (CHUNK_HEADER_SIZE, FormatError, UnsupportedChunk, decode_simple,
                                                 decode_simple_batch, physical_size, read_chunk)
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
@@ -93,6 +93,8 @@ class ArrayRecordReader(Reader):
         self.num_samples = int(self.offsets[-1])
         if not self.num_samples:
             raise RuntimeError(f"fn.{op}: the ArrayRecord files {self.paths} hold no records")
+        self.listing = records_fingerprint(self.paths, self.offsets)
+        self.listing_source = f"the records of {self.paths}"
         self._maps = ranges.map_local_files(self.paths, self.args["dont_use_mmap"])
         self._cache: OrderedDict = OrderedDict()  # chunk -> (values, record offsets); multi-record chunks only
         self._cached_bytes = 0

@@ -25,7 +25,7 @@ from jaxdali.ops.readers.read_ahead import ReadAhead
 from jaxdali.ops.schema import Arg
 from jaxdali.core.checkpoint import MAX_COUNT, CheckpointError, ReshardError, check_bool, check_dict, check_int
 
-__all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED", "listing_fingerprint"]
+__all__ = ["LOADER_ARGS", "Reader", "SHUFFLE_AFTER_EPOCH_BASE_SEED", "listing_fingerprint", "records_fingerprint"]
 
 #: Base seed of ``shuffle_after_epoch`` orders; the same on every shard unless the user sets one.
 SHUFFLE_AFTER_EPOCH_BASE_SEED = 524287
@@ -61,6 +61,13 @@ def listing_fingerprint(names: Sequence[str], labels: np.ndarray | None = None) 
     if labels is not None:
         digest.update(b"\1" + np.ascontiguousarray(labels, dtype=np.int64).tobytes())
     return digest.hexdigest()
+
+
+def records_fingerprint(paths: Sequence[str], layout: np.ndarray) -> str:
+    """``listing_fingerprint`` of a reader of container files: the files' names (not their folders, so that
+    a data set can move, e.g. to object storage) and ``layout``, the numbers that place every record
+    (per-file counts, offsets, sizes)."""
+    return listing_fingerprint([p.rstrip("/").rsplit("/", 1)[-1] for p in paths], np.asarray(layout).ravel())
 
 
 class Reader(Operator):

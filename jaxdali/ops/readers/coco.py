@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxdali.ops.readers import storage
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.coco_annotations import load_preprocessed, parse_annotations, save_preprocessed
 from jaxdali.ops.readers.coco_masks import label_image, rle_from_polygon
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -54,6 +54,8 @@ class CocoReader(Reader):
             raise RuntimeError(f"fn.{op}: No files found (no image of the annotations is left to read)")
         self.paths = [storage.join(a["file_root"], n) for n in self.ann.filenames]
         self.num_samples = len(self.ann)
+        self.listing = listing_fingerprint(self.ann.filenames, self.ann.counts)
+        self.listing_source = f"the images of {a['annotations_file'] or a['preprocessed_annotations']!r}"
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         self._init_read_ahead(self.paths)
 

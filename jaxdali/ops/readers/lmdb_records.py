@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from jaxdali.ops.readers import storage
-from jaxdali.ops.readers.base import Reader
+from jaxdali.ops.readers.base import Reader, records_fingerprint
 from jaxdali.ops.readers.protowire import ProtoError
 from jaxdali.tensors import TensorListCPU
 
@@ -100,6 +100,8 @@ class LmdbReader(Reader):
         #: First global index of each database (and the total at the end).
         self.offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.num_samples = int(self.offsets[-1])
+        self.listing = records_fingerprint(paths, self.offsets)
+        self.listing_source = f"the entries of the LMDB {paths}"
         self._name_prefixes = [f"{p} at key " for p in paths]
         self._init_sampling()
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from jaxdali.ops.readers import recordio_format as fmt
 from jaxdali.ops.readers import storage
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.ranges import map_local_files, read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -67,7 +67,7 @@ class MXNetReader(Reader):
         #: page cache, without a read call. None for remote files or with dont_use_mmap.
         self._maps = map_local_files(paths, a["dont_use_mmap"])
         self.num_samples = len(offsets)
-        self.listing = listing_fingerprint(paths, offsets)
+        self.listing = records_fingerprint(paths, offsets)
         self.listing_source = f"index {index_path!r} of {paths}"
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 

@@ -21,7 +21,7 @@ import numpy as np
 from jaxdali.ops.convert import convert
 from jaxdali.ops.crop_plan import window_slices
 from jaxdali.ops.readers import npy_format, storage
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.region import ROI_ARGS, check_roi_args, roi_box
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -102,6 +102,7 @@ class NumpyReader(Reader):
         #: Bytes read first for a region when every file is local (else decided per file).
         self._first_read = None if remote else max(storage.LOCAL_GRANULARITY, _FIRST_READ)
         self.num_samples = len(names)
+        self.listing, self.listing_source = listing_fingerprint(names), where
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         if not self._roi_per_sample:
             self._init_read_ahead(paths)

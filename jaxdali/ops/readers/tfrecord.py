@@ -10,7 +10,7 @@ from jaxdali import tfrecord as tfrec
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers import tfrecord_format as fmt
 from jaxdali.ops.readers.example_layout import FeatureSpans, locate_features
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.ranges import map_local_files, read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -75,6 +75,8 @@ class TFRecordReader(Reader):
         #: Local files memory-mapped unless dont_use_mmap (see ranges.read_ranges).
         self._maps = map_local_files(paths, a["dont_use_mmap"])
         self.num_samples = len(rows)
+        self.listing = records_fingerprint(paths, np.column_stack([self.file_id, rows]))
+        self.listing_source = f"the records of {paths} listed by {index_paths}"
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
     def _where(self, index: int) -> str:

@@ -8,7 +8,7 @@ import numpy as np
 
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers import wds_index
-from jaxdali.ops.readers.base import LOADER_ARGS, Reader
+from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.ranges import map_local_files, read_ranges
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -81,6 +81,8 @@ class WebdatasetReader(Reader):
         #: Local archives memory-mapped unless dont_use_mmap (see ranges.read_ranges).
         self._maps = map_local_files(paths, a["dont_use_mmap"])
         self.num_samples = len(sample_file)
+        self.listing = records_fingerprint(paths, np.column_stack([self.sample_file, self.offsets, self.sizes]))
+        self.listing_source = f"the samples of {paths} with components {list(a['ext'])}"
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
     def _ext_set(self, entry: str) -> frozenset[str]:
