@@ -72,7 +72,7 @@ def records_fingerprint(paths: Sequence[str], layout: np.ndarray) -> str:
 
 class Reader(Operator):
     """Base class of readers. Subclasses list their samples in ``__init__`` (setting ``num_samples``,
-    and ``listing``/``listing_source`` from ``listing_fingerprint``) and implement
+    and ``listing``/``listing_source`` from ``listing_fingerprint`` or ``records_fingerprint``) and implement
     ``load(ctx, indices)``, returning the output batches for those dataset indices.
 
     Readers that implement ``fetch(index)`` and call ``_init_read_ahead`` get their next batches
