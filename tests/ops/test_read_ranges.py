@@ -69,3 +69,37 @@ def test_memory_mapped_files_give_the_same_bytes_without_a_read(files):
     _check(files, [0, 2, 1], [0, 6000, 10], [50, 999, 10], maps=maps)
     with pytest.raises(EOFError, match=r"f0\.bin.* ends at byte 5000, before the end of the range at offset 4990"):
         read_ranges(files, np.array([0]), np.array([4990]), np.array([20]), _serial, "test", maps=maps)
+
+
+def test_remote_requests_are_in_flight_together(files):
+    """A shuffled batch from a remote store is one request per record: they wait on the network
+    together (on the shared I/O threads), not num_threads at a time; the bytes are those of the files."""
+    fsspec = pytest.importorskip("fsspec")
+    import threading
+
+    from fsspec.implementations.local import LocalFileSystem
+
+    class Slow(LocalFileSystem):
+        """Each request waits until 6 are in flight (a serial caller would time out)."""
+
+        protocol = "slowranges"
+        barrier = threading.Barrier(6, timeout=10)
+
+        @classmethod
+        def _strip_protocol(cls, path):
+            return super()._strip_protocol(path[len("slowranges://"):] if path.startswith("slowranges://") else path)
+
+        def cat_file(self, path, start=None, end=None, **kwargs):
+            Slow.barrier.wait()
+            return super().cat_file(path, start=start, end=end, **kwargs)
+
+    fsspec.register_implementation("slowranges", Slow, clobber=True)
+    remote = ["slowranges://" + p for p in files]
+    file_ids, offsets, sizes = [0, 1, 2, 0, 1, 2] * 2, [0, 0, 0, 2500, 2500, 2500] * 2, [10, 20, 30, 40, 50, 60] * 2
+    blob, starts = read_ranges(remote, np.array(file_ids), np.array(offsets), np.array(sizes), _serial, "test",
+                               max_gap=0)
+    for f, o, s, at in zip(file_ids, offsets, sizes, starts.tolist()):
+        with open(files[f], "rb") as fh:
+            fh.seek(o)
+            assert blob[at:at + s] == fh.read(s)
+    assert Slow.barrier.n_waiting == 0 and not Slow.barrier.broken  # the 6 distinct ranges were in flight at once

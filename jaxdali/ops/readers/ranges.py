@@ -3,16 +3,21 @@
 Record readers (TFRecord, tar shards) need, per batch, dozens of small ranges that usually sit next
 to each other in one file. ``read_ranges`` merges ranges of the same file whose gaps are small into
 one ``storage.read_range`` request each (one request for a batch of consecutive records), issues the
-requests on the pipeline's worker threads and hands back the pieces as zero-copy views.
+requests on the pipeline's worker threads (on up to ``IO_THREADS`` shared I/O threads for a remote
+store, whose requests wait on the network rather than a core) and hands back the pieces as zero-copy
+views.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
 
 from jaxdali.ops.readers import storage
+from jaxdali.ops.readers.read_ahead import IO_THREADS
 
 __all__ = ["MAX_GAP", "MAX_MAPPED_FILES", "map_local_files", "read_ranges"]
 
@@ -101,11 +106,29 @@ def read_ranges(paths: Sequence[str], file_ids: np.ndarray, offsets: np.ndarray,
                                f"range at offset {int(offsets[first])} (size {int(sizes[first])}): the file is "
                                f"truncated or the index is stale")
 
-    parallel_for(read, len(heads))
+    if len(heads) > 1 and any(storage.is_remote(paths[f]) for f in np.unique(run_file)):
+        # A shuffled batch is up to one request per record: all in flight at once, not num_threads at a time.
+        for _ in _io_pool().map(lambda r: read(r, r + 1), range(len(heads))):
+            pass
+    else:
+        parallel_for(read, len(heads))
     buffer = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     starts = np.empty(n, dtype=np.int64)
     starts[order] = run_pos[run_id] + (o - run_start[run_id])
     return buffer, starts
+
+
+_IO_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_IO_POOL_LOCK = threading.Lock()
+
+
+def _io_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's threads for remote range requests (started on first use; idle ones cost nothing)."""
+    global _IO_POOL
+    with _IO_POOL_LOCK:
+        if _IO_POOL is None:
+            _IO_POOL = concurrent.futures.ThreadPoolExecutor(IO_THREADS, thread_name_prefix="jaxdali-ranges")
+        return _IO_POOL
 
 
 def _file_running_max(file_ids: np.ndarray, ends: np.ndarray) -> np.ndarray:
