@@ -41,6 +41,12 @@ AWAITING_DIFFERENTIAL_TEST = {
                             "readers.video followed by resize, which are checked",
 }
 
+#: DALI operators jaxdali does not implement, and why; the table says so.
+NOT_IMPLEMENTED = {
+    "optical_flow": "Not implemented: DALI computes it with the optical-flow engine of NVIDIA GPUs (NVOF), which "
+                    "has no CPU or JAX counterpart giving the same flow fields.",
+}
+
 #: Deliberate differences from DALI, shown in the notes column.
 NOTES = {
     "decoders.image_crop": "`crop_d` and `crop_pos_z` are refused (images have no depth axis).",
@@ -189,7 +195,7 @@ def render() -> str:
             f"alias of `{dali['aliases'][name]}`" if name in dali["aliases"] else "no")
         schema = ours.get(name)
         tests = ", ".join(f"`{t}`" for t in covered.get(name, []))
-        note = NOTES.get(name, NOT_IN_DALI.get(name, ""))
+        note = NOTES.get(name, NOT_IN_DALI.get(name, NOT_IMPLEMENTED.get(name, "")))
         if name in AWAITING_DIFFERENTIAL_TEST:
             note = f"Not compared with DALI: {AWAITING_DIFFERENTIAL_TEST[name]}. {note}".strip()
         lines.append(f"| `{name}` | {in_dali} | {'yes' if schema else '-'} | {_devices(schema)} | {tests} | {note} |")
