@@ -87,6 +87,10 @@ NOTES = {
     "segmentation.random_object_bbox": "Counter-based generator: same distribution as DALI, different values.",
     "ssd_random_crop": "Counter-based generator: same distribution as DALI, different values. [N, 1] labels keep "
                        "their shape (DALI 2.4 returns [K] after a crop and fails on such batches).",
+    "experimental.readers.fits": "DALI 2.4's CPU reader needs a CUDA driver (no CPU oracle): checked against astropy "
+                                 "writing and reading the same files, and DALI's schema. A declared `dtypes` entry "
+                                 "that differs from the file's type is an error (DALI returns the file's type); "
+                                 "checkpoints work (DALI refuses them for this reader).",
     "decoders.inflate": "DALI runs it on the GPU only (nvCOMP), so it is checked against the compressed data, not "
                         "DALI; jaxdali inflates LZ4 blocks on the host wherever it is placed.",
     "decoders.numpy": "Also reads .npy versions 2.0/3.0 and big-endian data (DALI refuses them).",

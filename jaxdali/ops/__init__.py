@@ -14,4 +14,4 @@ from jaxdali.ops import detection  # noqa: F401
 from jaxdali.ops.image import jitter, median_blur, morphology, remap  # noqa: F401  (DALI GPU-only operators)
 from jaxdali.ops import audio  # noqa: F401
 from jaxdali.ops.readers import video_resize  # noqa: F401
-from jaxdali.ops.readers import nemo_asr  # noqa: F401
+from jaxdali.ops.readers import fits, nemo_asr  # noqa: F401
