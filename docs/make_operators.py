@@ -91,6 +91,9 @@ NOTES = {
                                  "writing and reading the same files, and DALI's schema. A declared `dtypes` entry "
                                  "that differs from the file's type is an error (DALI returns the file's type); "
                                  "checkpoints work (DALI refuses them for this reader).",
+    "experimental.inputs.video": "Checked against DALI on VP9 (DALI's CPU backend decodes VP8, VP9 and MJPEG only); "
+                                 "here every codec FFmpeg decodes. `no_copy` is a hint: the fed bytes are copied "
+                                 "once.",
     "decoders.inflate": "DALI runs it on the GPU only (nvCOMP), so it is checked against the compressed data, not "
                         "DALI; jaxdali inflates LZ4 blocks on the host wherever it is placed.",
     "decoders.numpy": "Also reads .npy versions 2.0/3.0 and big-endian data (DALI refuses them).",
