@@ -86,7 +86,9 @@ NOTES = {
     "experimental.resize": "DALI runs it on the GPU only; here both placements run `fn.resize`'s host code.",
     "segmentation.random_object_bbox": "Counter-based generator: same distribution as DALI, different values.",
     "ssd_random_crop": "Counter-based generator: same distribution as DALI, different values. [N, 1] labels keep "
-                       "their shape (DALI 2.4 returns [K] after a crop and fails on such batches).",
+                       "their shape (DALI 2.4 returns [K] after a crop and fails on such batches). HW and non-uint8 "
+                       "images are cropped too (DALI 2.4 passes them through uncropped but fails on a crop); a "
+                       "cropped sample needs one label per box (DALI reads past the labels).",
     "experimental.readers.fits": "DALI 2.4's CPU reader needs a CUDA driver (no CPU oracle): checked against astropy "
                                  "writing and reading the same files, and DALI's schema. A declared `dtypes` entry "
                                  "that differs from the file's type is an error (DALI returns the file's type); "
