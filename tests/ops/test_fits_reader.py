@@ -9,6 +9,7 @@ checked as for the other readers.
 from __future__ import annotations
 
 import inspect
+import io
 
 import numpy as np
 import pytest
@@ -210,3 +211,63 @@ def test_a_batch_mixing_types_is_refused_naming_both_files(tmp_path):
     b = _write(tmp_path / "b.fits", IMAGES["int16"])
     with pytest.raises(ValueError, match=r"Inconsistent data.*a\.fits.*uint8 with 2 dimensions.*b\.fits.* int16 with 3"):
         _read(batch_size=2, files=[a, b]).run()
+
+
+# -- tile-compressed images -------------------------------------------------------------------------------
+
+COMPRESSED = [(kind, method) for method in ("RICE_1", "GZIP_1", "GZIP_2", "NOCOMPRESS")
+              for kind in ("uint8", "int16", "uint16", "int32")] + \
+    [("float32", "GZIP_1"), ("float64", "GZIP_2"), ("float32", "RICE_1")]
+
+
+@pytest.mark.parametrize("kind, method", COMPRESSED)
+def test_tile_compressed_images_read_as_astropy(tmp_path, kind, method):
+    image = IMAGES[kind] if IMAGES[kind].ndim > 1 and IMAGES[kind].size > 20 else IMAGES["uint16"].astype(kind)
+    image = np.concatenate([image] * 5)   # rows and tiles of several Rice blocks
+    args = {"quantize_level": 0} if kind == "float64" else {}   # lossless; float32 is quantized (no dither)
+    hdus = [fits.CompImageHDU(image, compression_type=method, **args),
+            fits.CompImageHDU(image[:, ::-1].copy(), compression_type=method,
+                              tile_shape=(4, 5) if image.ndim == 2 else (3, 2, 3), **args)]   # tiles cut every axis
+    path = str(tmp_path / "c.fits")
+    fits.HDUList([fits.PrimaryHDU()] + hdus).writeto(path)
+    first, second = _batch(_read(batch_size=1, files=[path], hdu_indices=[2, 3]))
+    with fits.open(path) as f:
+        for got, want in ((first[0], f[1].data), (second[0], f[2].data)):
+            assert got.dtype == want.dtype.newbyteorder("=") and got.shape == want.shape == image.shape
+            np.testing.assert_array_equal(got, want)
+    if kind != "float32":
+        np.testing.assert_array_equal(first[0], image)
+
+
+def test_rice_codes_of_every_kind_of_block_decode_exactly():
+    from jaxdali.ops.readers.fits_tiles import rice_decode
+
+    smooth = np.full((3, 200), 7, np.int16)                  # blocks of equal pixels (zero differences)
+    noise = RNG.integers(-2 ** 15, 2 ** 15, (3, 200)).astype(np.int16)  # raw ("high entropy") blocks
+    ramp = (np.arange(600).reshape(3, 200) * 3 - 900).astype(np.int16)
+    image = np.concatenate([smooth, noise, ramp])
+    path = "in memory"
+    buffer = io.BytesIO()
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(image, compression_type="RICE_1")]).writeto(buffer)
+    with fits.open(io.BytesIO(buffer.getvalue())) as f:
+        assert np.array_equal(f[1].data, image)
+    from jaxdali.ops.readers import fits_format, fits_tiles
+
+    data = buffer.getvalue()
+    hdus = fits_format.read_hdus(lambda o, n: data[o:o + n], 2, path)
+    np.testing.assert_array_equal(fits_tiles.read_compressed_image(hdus[1], lambda o, n: data[o:o + n], path), image)
+    with pytest.raises(ValueError, match="truncated RICE_1 tile"):
+        rice_decode(b"\x00\x07\xff", 64, 2, 32, "x")
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"compression_type": "RICE_1", "quantize_method": 1}, r"dithered quantization \(SUBTRACTIVE_DITHER_1\) is not "
+                                                            "supported"),
+    ({"compression_type": "PLIO_1"}, r"compression 'PLIO_1' is not supported"),
+])
+def test_unsupported_compressions_are_errors_naming_the_file(tmp_path, args, message):
+    image = IMAGES["float32"] if "quantize_method" in args else IMAGES["uint8"].astype(np.int16)
+    path = str(tmp_path / "u.fits")
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(image, **args)]).writeto(path)
+    with pytest.raises(ValueError, match=f"u.fits: HDU 2 \\(tile-compressed\\).*{message}"):
+        _read(batch_size=1, files=[path]).run()

@@ -4,7 +4,8 @@ Files are listed as by ``readers.numpy`` (``file_root`` + ``file_filter``, ``fil
 paths or fsspec URLs) and read on the shared reader machinery (shards, shuffles, padding, checkpoints,
 read-ahead). Each output sample is the image of HDU ``hdu_indices[k]`` (1 is the primary HDU; DALI's default
 ``[2]`` is the first extension) as a C-order array ``(NAXISn, ..., NAXIS1)`` with ``BSCALE``/``BZERO``
-applied, in CFITSIO's equivalent type (see ``jaxdali.ops.readers.fits_format``) as in DALI.
+applied, in CFITSIO's equivalent type (see ``jaxdali.ops.readers.fits_format``) as in DALI; tile-compressed
+images are decompressed by ``jaxdali.ops.readers.fits_tiles``.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ FITS_READER = register(OpSchema(
     doc=("Reads image HDUs of FITS files: all files matching 'file_filter' in 'file_root' and its sub-folders, the "
          "files named in 'file_list', or 'files'. One output per entry of 'hdu_indices'; each sample is that HDU's "
          "image, shape (NAXISn, ..., NAXIS1), with BSCALE/BZERO applied, in CFITSIO's equivalent type (BITPIX=16 "
-         "with BZERO=32768 is uint16)."),
+         "with BZERO=32768 is uint16). Tile-compressed images (RICE_1, GZIP_1, GZIP_2, NOCOMPRESS; floats "
+         "stored losslessly or quantized without dither) are decompressed."),
     args=file_args("*.fits", "FITS") + (
         Arg("hdu_indices", "ints", (2,), "HDU numbers to read, one output each; 1 is the primary HDU, the default "
             "[2] the first extension."),
