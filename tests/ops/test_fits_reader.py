@@ -271,3 +271,36 @@ def test_unsupported_compressions_are_errors_naming_the_file(tmp_path, args, mes
     fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(image, **args)]).writeto(path)
     with pytest.raises(ValueError, match=f"u.fits: HDU 2 \\(tile-compressed\\).*{message}"):
         _read(batch_size=1, files=[path]).run()
+
+
+@pytest.mark.parametrize("bytepix", [1, 2, 4])
+def test_compiled_rice_decoder_equals_the_numpy_decoder(bytepix):
+    """Both decoders on random streams (every kind of block occurs): the same pixels, or both find the data
+    too short."""
+    from jaxdali import config
+    from jaxdali.ops.readers import fits_tiles
+
+    if fits_tiles.decoder_status()[0] != "compiled kernel":
+        pytest.skip(f"compiled Rice decoder not in use: {fits_tiles.decoder_status()[1]}")
+    rng = np.random.default_rng(bytepix)
+    outcomes = set()
+    for trial in range(60):
+        data = rng.integers(0, 256, int(rng.integers(1, 400)), dtype=np.uint8).tobytes()
+        count, blocksize = int(rng.integers(1, 300)), int(rng.choice([16, 32]))
+        results = []
+        for disabled in (False, True):
+            config.update("disable_kernel", disabled)
+            try:
+                results.append(fits_tiles.rice_decode(data, count, bytepix, blocksize, "x"))
+            except ValueError as e:
+                assert "truncated RICE_1 tile" in str(e)
+                results.append(None)
+            finally:
+                config.update("disable_kernel", False)
+        kernel, numpy = results
+        assert (kernel is None) == (numpy is None), trial
+        if kernel is not None:
+            assert kernel.dtype == numpy.dtype == np.dtype(f"u{bytepix}")
+            np.testing.assert_array_equal(kernel, numpy)
+        outcomes.add(kernel is None)
+    assert outcomes == {True, False}   # both decoded and truncated streams were met

@@ -8,23 +8,31 @@ in row ``k`` of the table, its compressed bytes in the heap at the ``COMPRESSED_
 (``ZSCALE``/``ZZERO`` per tile, ``ZBLANK`` as NaN). Dithered quantization (``SUBTRACTIVE_DITHER_*``),
 ``PLIO_1`` and ``HCOMPRESS_1`` are refused with an error naming the file.
 
-The Rice decoder walks each tile's bit stream in Python to find where every pixel's code starts (one
-``bisect`` per pixel) and extracts the codes' bits and sums the differences in whole-array NumPy steps.
+Rice tiles are decoded by the compiled kernel ``_rice_kernel.c`` (built at install like the resize kernel;
+GIL-free) where it is built and ``JAXDALI_DISABLE_KERNEL`` is unset, else by the NumPy decoder here, which
+walks the bit stream in Python to find where every pixel's code starts (one ``bisect`` per pixel) and
+extracts the codes' bits and sums the differences in whole-array NumPy steps; both give the same pixels.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import pathlib
 import re
 import zlib
 from typing import Any, Callable
 
 import numpy as np
 
+from jaxdali.core import options
+from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.readers.fits_format import FitsError, Hdu, equivalent_dtype, scale_values
 
-__all__ = ["read_compressed_image", "rice_decode"]
+__all__ = ["decoder_status", "read_compressed_image", "rice_decode"]
+
+_KERNEL, _KERNEL_REASON = load_kernel("jaxdali.ops.readers._rice_kernel",
+                                      pathlib.Path(__file__).with_name("_rice_kernel.c"), "Rice decoder")
 
 #: BYTEPIX -> (bits of the block's code option, the option that means "raw pixels", bits of a raw pixel).
 _RICE = {1: (3, 6, 8), 2: (4, 14, 16), 4: (5, 25, 32)}
@@ -48,10 +56,32 @@ def _bits_at(data: np.ndarray, positions: np.ndarray, widths: np.ndarray | int) 
     return np.where(widths == 0, np.uint64(0), window >> (np.uint64(64) - np.maximum(widths, np.uint64(1))))
 
 
+def decoder_status() -> tuple[str, str]:
+    """Which Rice decoder ``rice_decode`` runs, ``"compiled kernel"`` or ``"numpy fallback"``, and why."""
+    if options.get("disable_kernel"):
+        return "numpy fallback", "disabled by config 'disable_kernel' (JAXDALI_DISABLE_KERNEL)"
+    if _KERNEL is None:
+        return "numpy fallback", f"compiled kernel {_KERNEL_REASON}"
+    return "compiled kernel", _KERNEL_REASON
+
+
 def rice_decode(data: bytes, count: int, bytepix: int, blocksize: int, where: str) -> np.ndarray:
     """The ``count`` pixels of one Rice-coded tile as unsigned ``bytepix``-byte integers (CFITSIO's RICE_1)."""
     if bytepix not in _RICE:
         raise FitsError(f"{where}: RICE_1 with BYTEPIX={bytepix} (1, 2 or 4 are defined)")
+    if blocksize < 1:
+        raise FitsError(f"{where}: RICE_1 with BLOCKSIZE={blocksize}")
+    if decoder_status()[0] == "numpy fallback":
+        return _rice_decode_numpy(data, count, bytepix, blocksize, where)
+    out = np.empty(count, f"u{bytepix}")
+    stopped = _KERNEL.decode(data, out, bytepix, blocksize)
+    if stopped >= 0:
+        raise FitsError(f"{where}: truncated RICE_1 tile: its data ends at pixel {stopped} of {count}")
+    return out
+
+
+def _rice_decode_numpy(data: bytes, count: int, bytepix: int, blocksize: int, where: str) -> np.ndarray:
+    """``rice_decode`` in Python and NumPy (the reference of the compiled kernel)."""
     fsbits, fsmax, bbits = _RICE[bytepix]
     if len(data) < bytepix:
         raise FitsError(f"{where}: truncated RICE_1 tile ({len(data)} bytes)")
@@ -96,7 +126,7 @@ def rice_decode(data: bytes, count: int, bytepix: int, blocksize: int, where: st
     low_pos, zeros, widths = np.array(low_pos, np.int64), np.array(zeros, np.uint64), np.array(widths, np.uint64)
     coded = (zeros << widths) | _bits_at(padded, low_pos, widths)
     diffs = np.where(coded & np.uint64(1), ~(coded >> np.uint64(1)), coded >> np.uint64(1))
-    diffs[0] += np.uint64(first)
+    diffs[:1] += np.uint64(first)  # (arrays wrap around silently, as the sums must)
     unsigned = np.dtype(f"u{bytepix}")
     return np.cumsum(diffs, dtype=np.uint64).astype(unsigned)  # the sums wrap around as CFITSIO's do
 
