@@ -260,16 +260,32 @@ def test_rice_codes_of_every_kind_of_block_decode_exactly():
         rice_decode(b"\x00\x07\xff", 64, 2, 32, "x")
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"compression_type": "RICE_1", "quantize_method": 1}, r"dithered quantization \(SUBTRACTIVE_DITHER_1\) is not "
-                                                            "supported"),
-    ({"compression_type": "PLIO_1"}, r"compression 'PLIO_1' is not supported"),
-])
-def test_unsupported_compressions_are_errors_naming_the_file(tmp_path, args, message):
-    image = IMAGES["float32"] if "quantize_method" in args else IMAGES["uint8"].astype(np.int16)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("method, dither, tiles", [("RICE_1", 1, None), ("GZIP_2", 2, None), ("RICE_1", 2, (7, 9)),
+                                                   ("RICE_1", 1, (110, 100)), ("GZIP_1", -1, (5, 5))])
+def test_quantized_floats_with_and_without_dither_read_as_astropy(tmp_path, dtype, method, dither, tiles):
+    """Dithered tiles take their values from the standard's 10,000-value table from ZDITHER0 on (a tile of
+    11,000 pixels wraps around it); SUBTRACTIVE_DITHER_2 keeps zeros exact; NaN are ZBLANK."""
+    image = RNG.standard_normal((110, 100)).astype(dtype)
+    image[0, :5], image[1, 1] = 0, np.nan
+    path = str(tmp_path / "q.fits")
+    hdu = fits.CompImageHDU(image, compression_type=method, quantize_method=dither, dither_seed=77, tile_shape=tiles)
+    fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(path)
+    ((got,),) = _batch(_read(batch_size=1, files=[path]))
+    with fits.open(path) as f:
+        want = f[1].data
+        assert got.dtype == want.dtype.newbyteorder("=") == image.dtype
+        np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[1, 1]) and np.nanmax(np.abs(got - image)) < 0.2
+    if dither == 2:
+        assert not got[0, :5].any()
+
+
+def test_unsupported_compressions_are_errors_naming_the_file(tmp_path):
     path = str(tmp_path / "u.fits")
-    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(image, **args)]).writeto(path)
-    with pytest.raises(ValueError, match=f"u.fits: HDU 2 \\(tile-compressed\\).*{message}"):
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(IMAGES["uint8"].astype(np.int16), compression_type="PLIO_1")]
+                 ).writeto(path)
+    with pytest.raises(ValueError, match=r"u.fits: HDU 2 \(tile-compressed\).*compression 'PLIO_1' is not supported"):
         _read(batch_size=1, files=[path]).run()
 
 

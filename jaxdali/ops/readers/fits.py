@@ -115,7 +115,7 @@ FITS_READER = register(OpSchema(
          "files named in 'file_list', or 'files'. One output per entry of 'hdu_indices'; each sample is that HDU's "
          "image, shape (NAXISn, ..., NAXIS1), with BSCALE/BZERO applied, in CFITSIO's equivalent type (BITPIX=16 "
          "with BZERO=32768 is uint16). Tile-compressed images (RICE_1, GZIP_1, GZIP_2, NOCOMPRESS; floats "
-         "stored losslessly or quantized without dither) are decompressed."),
+         "stored losslessly or quantized, with or without subtractive dither) are decompressed."),
     args=file_args("*.fits", "FITS") + (
         Arg("hdu_indices", "ints", (2,), "HDU numbers to read, one output each; 1 is the primary HDU, the default "
             "[2] the first extension."),

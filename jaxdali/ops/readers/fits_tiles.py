@@ -4,9 +4,10 @@ The image (``ZBITPIX``, ``ZNAXISn``) is cut into tiles of ``ZTILEn`` pixels (def
 in row ``k`` of the table, its compressed bytes in the heap at the ``COMPRESSED_DATA`` descriptor. Read here:
 ``RICE_1`` (Rice codes of pixel differences, blocks of ``BLOCKSIZE`` pixels of ``BYTEPIX`` bytes), ``GZIP_1``
 (gzip of the big-endian pixels), ``GZIP_2`` (gzip of the pixels' bytes grouped by significance) and
-``NOCOMPRESS``; integer images, and float images stored losslessly (``GZIP_*``) or quantized without dither
-(``ZSCALE``/``ZZERO`` per tile, ``ZBLANK`` as NaN). Dithered quantization (``SUBTRACTIVE_DITHER_*``),
-``PLIO_1`` and ``HCOMPRESS_1`` are refused with an error naming the file.
+``NOCOMPRESS``; integer images, and float images stored losslessly (``GZIP_*``) or quantized to integers
+(``ZSCALE``/``ZZERO`` per tile, ``ZBLANK`` as NaN) with or without subtractive dither (``ZQUANTIZ``
+``SUBTRACTIVE_DITHER_1``/``_2``: the standard's table of 10,000 uniform values, entered per tile at
+``ZDITHER0``). ``PLIO_1`` and ``HCOMPRESS_1`` are refused with an error naming the file.
 
 Rice tiles are decoded by the compiled kernel ``_rice_kernel.c`` (built at install like the resize kernel;
 GIL-free) where it is built and ``JAXDALI_DISABLE_KERNEL`` is unset, else by the NumPy decoder here, which
@@ -17,6 +18,7 @@ extracts the codes' bits and sums the differences in whole-array NumPy steps; bo
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import pathlib
 import re
@@ -173,7 +175,7 @@ def _decompress(method: str, data: bytes, count: int, dtype: np.dtype, header: d
         raise FitsError(f"{where}: tile holds {len(data)} bytes, {count * size} needed")
     raw = np.frombuffer(data, np.uint8, count * size)
     if method == "GZIP_2":  # the bytes were grouped by significance: most significant bytes of every pixel first
-        raw = np.ascontiguousarray(raw.reshape(size, count).T)
+        raw = np.ascontiguousarray(raw.reshape(size, count).T).reshape(-1)
     return raw.view(dtype.newbyteorder(">")).astype(dtype)
 
 
@@ -198,8 +200,9 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
     columns = _columns(h, where)
     heap = int(h.get("THEAP", width * rows))
     quantized = zbitpix in _FLOAT and ("ZSCALE" in columns or "ZSCALE" in h)
-    if quantized and str(h.get("ZQUANTIZ", "NO_DITHER")).strip().upper() != "NO_DITHER":
-        raise FitsError(f"{where}: dithered quantization ({str(h.get('ZQUANTIZ')).strip()}) is not supported")
+    dither = str(h.get("ZQUANTIZ", "NO_DITHER")).strip().upper() if quantized else "NO_DITHER"
+    if dither not in ("NO_DITHER", "SUBTRACTIVE_DITHER_1", "SUBTRACTIVE_DITHER_2"):
+        raise FitsError(f"{where}: quantization {dither!r} is not supported")
     if zbitpix in _FLOAT and not quantized and method == "RICE_1":
         raise FitsError(f"{where}: RICE_1 codes integers, but this float image has no quantization (ZSCALE)")
     stored = np.dtype("i4") if quantized else (_INTEGER.get(zbitpix) or _FLOAT[zbitpix])
@@ -227,7 +230,7 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
         if "COMPRESSED_DATA" in columns and len(compressed := heap_bytes(row, "COMPRESSED_DATA")):
             pixels = _decompress(method, compressed, count, stored, h, what)
             if quantized:
-                pixels = _dequantize(pixels, row, h, columns, cell)
+                pixels = _dequantize(pixels, row, h, columns, cell, dither)
         elif "GZIP_COMPRESSED_DATA" in columns and len(compressed := heap_bytes(row, "GZIP_COMPRESSED_DATA")):
             pixels = _decompress("GZIP_1", compressed, count, out_type, h, what)
         elif "UNCOMPRESSED_DATA" in columns:
@@ -241,13 +244,51 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
     return scale_values(image, bscale, bzero, equivalent_dtype(zbitpix, bscale, bzero))
 
 
-def _dequantize(pixels: np.ndarray, row: int, h: dict, columns: dict, cell: Callable) -> np.ndarray:
-    """``ZSCALE * q + ZZERO`` of a tile quantized without dither; ``ZBLANK`` values become NaN."""
+#: Quantized value that SUBTRACTIVE_DITHER_2 writes for pixels that were exactly 0.
+_ZERO_VALUE = -2147483646
+_RANDOMS = 10000
+
+
+@functools.lru_cache(maxsize=1)
+def _dither_table() -> np.ndarray:
+    """The standard's 10,000 uniform values (Park and Miller's generator), in float32 as CFITSIO keeps them."""
+    seed, out = 1.0, np.empty(_RANDOMS, np.float32)
+    for k in range(_RANDOMS):
+        temp = 16807.0 * seed
+        seed = temp - 2147483647.0 * int(temp / 2147483647.0)
+        out[k] = seed / 2147483647.0
+    assert int(seed) == 1043618065  # the check value the standard gives
+    return out
+
+
+def _dither_offsets(tile: int, zdither0: int, count: int) -> np.ndarray:
+    """The dither value of each of the ``count`` pixels of 0-based ``tile``."""
+    table = _dither_table()
+    seed = (tile + zdither0 - 1) % _RANDOMS
+    parts, left = [], count
+    while left > 0:
+        start = int(table[seed] * 500)
+        part = table[start:start + left]
+        parts.append(part)
+        left -= len(part)
+        seed = (seed + 1) % _RANDOMS
+    return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
+
+def _dequantize(pixels: np.ndarray, row: int, h: dict, columns: dict, cell: Callable, dither: str) -> np.ndarray:
+    """``ZSCALE * (q - dither + 0.5) + ZZERO`` of a quantized tile (``ZSCALE * q + ZZERO`` without dither);
+    ``ZBLANK`` values become NaN, and with SUBTRACTIVE_DITHER_2 the zero marker becomes 0."""
     def value(name: str, default: Any = None) -> Any:
         return cell(row, name, ">f8" if name != "ZBLANK" else ">i4") if name in columns else h.get(name, default)
 
-    scale, zero, blank = value("ZSCALE"), value("ZZERO", 0.0), value("ZBLANK")
-    out = pixels.astype(np.float64) * float(scale) + float(zero)
+    scale, zero, blank = float(value("ZSCALE")), float(value("ZZERO", 0.0)), value("ZBLANK")
+    q = pixels.astype(np.float64)
+    if dither == "NO_DITHER":
+        out = q * scale + zero
+    else:
+        out = (q - _dither_offsets(row, int(h.get("ZDITHER0", 1)), len(q)) + 0.5) * scale + zero
+        if dither == "SUBTRACTIVE_DITHER_2":
+            out[pixels == _ZERO_VALUE] = 0.0
     if blank is not None:
         out[pixels == int(blank)] = np.nan
     return out
