@@ -5,14 +5,14 @@ Each fed batch holds one video (its encoded bytes). Every run takes up to ``max_
 ``sequence_length`` frames from where the previous run stopped, so a video far too large to decode at once
 is decoded a batch at a time; the last batch of a video may hold fewer sequences, and its last sequence is
 shorter (``last_sequence_policy="partial"``) or padded with black frames (``"pad"``). The next run moves to
-the next fed video. Frames are decoded with FFmpeg as ``fn.decoders.video`` decodes them
-(``jaxdali.ops.video_codec``), each worker thread decoding a contiguous run of the batch's sequences.
+the next fed video. Frames are decoded with FFmpeg and converted to RGB as ``fn.decoders.video`` converts
+them (``jaxdali.ops.video_codec``): one decoder per video, kept open from batch to batch (every frame is
+decoded once, in order), and the batch's conversions spread over the worker threads.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
 from typing import Any
 
@@ -20,22 +20,12 @@ import numpy as np
 
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
-from jaxdali.ops.video_codec import VideoIndex, decode_frames, index_video, pyav
+from jaxdali.ops.video_codec import FrameStream, index_video, pyav, store_rgb
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["VIDEO_INPUT"]
 
 _OP = "fn.experimental.inputs.video"
-
-
-@dataclasses.dataclass
-class _Video:
-    """A fed video being streamed: its bytes, its index and the next frame to emit."""
-
-    data: bytes
-    index: VideoIndex
-    number: int
-    next_frame: int = 0
 
 
 class VideoInput(Operator):
@@ -50,7 +40,7 @@ class VideoInput(Operator):
         self._queue: collections.deque[bytes] = collections.deque()
         self._closed = False
         self._fed = 0
-        self._video: _Video | None = None
+        self._video: FrameStream | None = None
 
     def feed(self, data: Any, layout: str | None) -> None:
         if isinstance(data, (list, tuple)):
@@ -71,10 +61,14 @@ class VideoInput(Operator):
             self._queue.append(encoded)
             self._cond.notify_all()
 
-    def _current(self) -> _Video:
+    def _current(self) -> FrameStream:
         """The video to emit from: the current one, or the next fed one once it is exhausted."""
-        if self._video is not None and self._video.next_frame < self._video.index.num_frames:
-            return self._video
+        video = self._video
+        if video is not None and video.next_frame < video.index.num_frames:
+            return video
+        if video is not None:
+            video.close()
+            self._video = None
         with self._cond:
             while not self._queue:
                 if self._closed:
@@ -87,31 +81,24 @@ class VideoInput(Operator):
             data = self._queue.popleft()
         self._fed += 1
         what = f"{_OP}: fed video {self._fed}"
-        self._video = _Video(data, index_video(data, what), self._fed)
+        self._video = FrameStream(data, index_video(data, what), what)
         return self._video
 
     def run(self, ctx, inputs, args):
         video = self._current()
         length, total = self.args["sequence_length"], video.index.num_frames
-        first = video.next_frame
-        count = min(ctx.max_batch_size, -(-(total - first) // length))
-        video.next_frame = min(total, first + count * length)
-        pad = self.args["last_sequence_policy"] == "pad"
-        frames = np.arange(first, first + count * length)
-        if pad:
-            frames[frames >= total] = -1  # black frames
-        else:
-            frames = frames[frames < total]
+        count = min(ctx.max_batch_size, -(-(total - video.next_frame) // length))
+        frames = video.take(min(count * length, total - video.next_frame))
+        padded = count * length if self.args["last_sequence_policy"] == "pad" else len(frames)
         index = video.index
-        out = np.empty((len(frames), index.height, index.width, 3), np.uint8)
-        what = f"{_OP}: fed video {video.number}"
+        out = np.zeros((padded, index.height, index.width, 3), np.uint8)  # padding frames are black
 
-        def work(lo: int, hi: int) -> None:  # sequences lo..hi: one contiguous run of frames, one seek
+        def convert(lo: int, hi: int) -> None:  # sequences lo..hi (FFmpeg's conversion releases the GIL)
             a, b = lo * length, min(hi * length, len(frames))
-            decode_frames(video.data, index, frames[a:b], out[a:b], what, fill_value=np.zeros(3, np.uint8))
+            store_rgb(frames[a:b], out[a:b])
 
-        ctx.parallel_for(work, count)
-        if len(frames) == count * length:
+        ctx.parallel_for(convert, count)
+        if padded == count * length:
             return TensorListCPU(out.reshape(count, length, *out.shape[1:]), "FHWC")
         return TensorListCPU([out[k * length:(k + 1) * length] for k in range(count)], "FHWC")
 
@@ -122,6 +109,9 @@ class VideoInput(Operator):
 
     def close(self) -> None:
         self.cancel()
+        if self._video is not None:
+            self._video.close()
+            self._video = None
 
 
 VIDEO_INPUT = register(OpSchema(
