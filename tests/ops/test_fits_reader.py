@@ -320,3 +320,12 @@ def test_compiled_rice_decoder_equals_the_numpy_decoder(bytepix):
             np.testing.assert_array_equal(kernel, numpy)
         outcomes.add(kernel is None)
     assert outcomes == {True, False}   # both decoded and truncated streams were met
+
+
+def test_a_truncated_compressed_image_is_an_error_naming_the_file(tmp_path):
+    buffer = io.BytesIO()
+    fits.HDUList([fits.PrimaryHDU(), fits.CompImageHDU(IMAGES["int16"], compression_type="RICE_1")]).writeto(buffer)
+    path = tmp_path / "cut.fits"
+    path.write_bytes(buffer.getvalue()[:2880 * 2 + 100])
+    with pytest.raises(ValueError, match=r"cut.fits: HDU 2 \(tile-compressed\): truncated: the table and heap need"):
+        _read(batch_size=1, files=[str(path)]).run()

@@ -1,13 +1,15 @@
 /* The Rice decoder of tile-compressed FITS images (RICE_1), without the GIL (jaxdali.ops.readers.fits_tiles).
  *
- * decode(data, out, bytepix, blocksize) reads one tile: the first pixel as a big-endian bytepix-byte
+ * decode_tiles(data, begins, lengths, counts, out, bytepix, blocksize) decodes the tiles of one buffer (tile
+ * k: `lengths[k]` bytes from `begins[k]`, `counts[k]` pixels; int64 arrays, checked by the caller) one after
+ * the other into `out`, in one call without the GIL. A tile is: the first pixel as a big-endian bytepix-byte
  * number, then blocks of `blocksize` pixels, each an option code of 3/4/5 bits (bytepix 1/2/4): 0 means
  * every difference of the block is zero, the largest value means the differences follow as raw
  * 8/16/32-bit numbers, any other value fs + 1 means each difference is a unary count of zeros closed
  * by a one bit, then fs low bits. Differences are zig-zag mapped (even: d / 2, odd: ~(d / 2)) and added
  * to the previous pixel, wrapping around at the pixel width. `out` (a writable buffer of native
- * unsigned bytepix-byte integers) receives the pixels. Returns -1 when the tile decoded, else the index
- * of the pixel at which the data ran out. fits_tiles' NumPy decoder is the reference and the fallback
+ * unsigned bytepix-byte integers) receives the pixels. Returns -1, or the index of the first tile whose
+ * data ran out. fits_tiles' NumPy decoder is the reference and the fallback
  * where this module is not built; the two give the same pixels.
  *
  * Built against the stable ABI (Py_LIMITED_API, Python >= 3.11) by setup.py, which also passes
@@ -108,32 +110,44 @@ static int64_t decode_tile(const uint8_t *buf, int64_t size, int bytepix, int64_
     return -1;
 }
 
-static PyObject *decode(PyObject *self, PyObject *args)
+static PyObject *decode_tiles(PyObject *self, PyObject *args)
 {
-    Py_buffer data, out;
+    Py_buffer data, begins, lengths, counts, out;
     int bytepix;
     Py_ssize_t blocksize;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*w*in", &data, &out, &bytepix, &blocksize)) return NULL;
-    if ((bytepix != 1 && bytepix != 2 && bytepix != 4) || blocksize < 1 || out.len % bytepix) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&out);
-        PyErr_SetString(PyExc_ValueError, "bytepix must be 1, 2 or 4, blocksize >= 1, out a whole number of pixels");
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*in", &data, &begins, &lengths, &counts, &out, &bytepix, &blocksize))
+        return NULL;
+    int64_t n = counts.len / (Py_ssize_t)sizeof(int64_t), total = 0, failed = -1;
+    const int64_t *b = (const int64_t *)begins.buf, *l = (const int64_t *)lengths.buf, *c = (const int64_t *)counts.buf;
+    for (int64_t k = 0; k < n; k++) total += c[k];
+    int valid = (bytepix == 1 || bytepix == 2 || bytepix == 4) && blocksize >= 1 &&
+                begins.len == counts.len && lengths.len == counts.len && total * bytepix == out.len;
+    if (valid) {
+        Py_BEGIN_ALLOW_THREADS
+        uint8_t *dst = (uint8_t *)out.buf;
+        for (int64_t k = 0; k < n && failed < 0; k++) {
+            if (decode_tile((const uint8_t *)data.buf + b[k], l[k], bytepix, blocksize, dst, c[k]) >= 0) failed = k;
+            dst += c[k] * bytepix;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&begins);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&out);
+    if (!valid) {
+        PyErr_SetString(PyExc_ValueError, "decode_tiles: bytepix must be 1, 2 or 4, blocksize >= 1, the index "
+                                          "arrays of one length and out the size of all the tiles' pixels");
         return NULL;
     }
-    int64_t result;
-    Py_BEGIN_ALLOW_THREADS
-    result = decode_tile((const uint8_t *)data.buf, data.len, bytepix, blocksize, (uint8_t *)out.buf,
-                         out.len / bytepix);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&out);
-    return PyLong_FromLongLong(result);
+    return PyLong_FromLongLong(failed);
 }
 
 static PyMethodDef methods[] = {
-    {"decode", decode, METH_VARARGS,
-     "decode(data, out, bytepix, blocksize) -> -1, or the pixel at which the data ran out"},
+    {"decode_tiles", decode_tiles, METH_VARARGS,
+     "decode_tiles(data, begins, lengths, counts, out, bytepix, blocksize) -> -1, or the first tile that ran out"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,7 +31,7 @@ from jaxdali.core import options
 from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.readers.fits_format import FitsError, Hdu, equivalent_dtype, scale_values
 
-__all__ = ["decoder_status", "read_compressed_image", "rice_decode"]
+__all__ = ["decoder_status", "read_compressed_image", "rice_decode", "rice_decode_tiles"]
 
 _KERNEL, _KERNEL_REASON = load_kernel("jaxdali.ops.readers._rice_kernel",
                                       pathlib.Path(__file__).with_name("_rice_kernel.c"), "Rice decoder")
@@ -69,16 +69,31 @@ def decoder_status() -> tuple[str, str]:
 
 def rice_decode(data: bytes, count: int, bytepix: int, blocksize: int, where: str) -> np.ndarray:
     """The ``count`` pixels of one Rice-coded tile as unsigned ``bytepix``-byte integers (CFITSIO's RICE_1)."""
+    return rice_decode_tiles(data, np.array([0]), np.array([len(data)]), np.array([count]), bytepix, blocksize,
+                             where)
+
+
+def rice_decode_tiles(data: bytes, begins: np.ndarray, lengths: np.ndarray, counts: np.ndarray, bytepix: int,
+                      blocksize: int, where: str) -> np.ndarray:
+    """The pixels of Rice-coded tiles, tile ``k`` being ``lengths[k]`` bytes of ``data`` from ``begins[k]`` and
+    ``counts[k]`` pixels, one after the other as unsigned ``bytepix``-byte integers: one kernel call for all."""
     if bytepix not in _RICE:
         raise FitsError(f"{where}: RICE_1 with BYTEPIX={bytepix} (1, 2 or 4 are defined)")
     if blocksize < 1:
         raise FitsError(f"{where}: RICE_1 with BLOCKSIZE={blocksize}")
+    begins, lengths, counts = (np.ascontiguousarray(a, np.int64) for a in (begins, lengths, counts))
+    outside = np.flatnonzero((begins < 0) | (lengths < 0) | (begins + lengths > len(data)))
+    if len(outside):
+        raise FitsError(f"{where}, tile {outside[0] + 1}: truncated RICE_1 tile: its bytes lie past the heap's end")
     if decoder_status()[0] == "numpy fallback":
-        return _rice_decode_numpy(data, count, bytepix, blocksize, where)
-    out = np.empty(count, f"u{bytepix}")
-    stopped = _KERNEL.decode(data, out, bytepix, blocksize)
-    if stopped >= 0:
-        raise FitsError(f"{where}: truncated RICE_1 tile: its data ends at pixel {stopped} of {count}")
+        parts = [_rice_decode_numpy(data[b:b + n], c, bytepix, blocksize, f"{where}, tile {k + 1}")
+                 for k, (b, n, c) in enumerate(zip(begins.tolist(), lengths.tolist(), counts.tolist()))]
+        return np.concatenate(parts) if parts else np.zeros(0, f"u{bytepix}")
+    out = np.empty(int(counts.sum()), f"u{bytepix}")
+    failed = _KERNEL.decode_tiles(data, begins, lengths, counts, out, bytepix, blocksize)
+    if failed >= 0:
+        raise FitsError(f"{where}, tile {failed + 1}: truncated RICE_1 tile: its data ends before its "
+                        f"{counts[failed]} pixels")
     return out
 
 
@@ -147,6 +162,18 @@ def _columns(header: dict[str, Any], where: str) -> dict[str, tuple[int, str]]:
     return out
 
 
+def _descriptors(table: np.ndarray, offset: int, code: str, heap: int) -> tuple[np.ndarray, np.ndarray]:
+    """(begin in the data, length) of every row's variable-length array in the column at ``offset``."""
+    size = 4 if code == "P" else 8
+    pairs = np.ascontiguousarray(table[:, offset:offset + 2 * size]).view(f">i{size}").astype(np.int64)
+    return heap + pairs[:, 1], pairs[:, 0]
+
+
+def _as_stored(values: np.ndarray, bytepix: int, stored: np.dtype) -> np.ndarray:
+    """Decoded unsigned Rice values as the tile's stored type (signed types read them as two's complement)."""
+    return values.view(f"i{bytepix}").astype(stored) if stored.kind == "i" else values.astype(stored)
+
+
 def _zval(header: dict[str, Any], name: str, default: int) -> int:
     for k in range(1, 100):
         key = header.get(f"ZNAME{k}")
@@ -161,8 +188,7 @@ def _decompress(method: str, data: bytes, count: int, dtype: np.dtype, header: d
     """One tile's ``count`` pixels of type ``dtype`` (native order)."""
     if method == "RICE_1":
         bytepix = _zval(header, "BYTEPIX", 4)
-        values = rice_decode(data, count, bytepix, _zval(header, "BLOCKSIZE", 32), where)
-        return values.view(f"i{bytepix}").astype(dtype) if dtype.kind == "i" else values.astype(dtype)
+        return _as_stored(rice_decode(data, count, bytepix, _zval(header, "BLOCKSIZE", 32), where), bytepix, dtype)
     if method in ("GZIP_1", "GZIP_2"):
         try:
             data = zlib.decompress(data, 47)  # gzip or zlib framing
@@ -207,37 +233,53 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
         raise FitsError(f"{where}: RICE_1 codes integers, but this float image has no quantization (ZSCALE)")
     stored = np.dtype("i4") if quantized else (_INTEGER.get(zbitpix) or _FLOAT[zbitpix])
     out_type = np.dtype("f4" if zbitpix == -32 else "f8") if zbitpix in _FLOAT else stored
-    image = np.empty(axes[::-1], out_type)
     table = np.frombuffer(data, np.uint8, width * rows).reshape(rows, width)
 
     def cell(row: int, name: str, dtype: str) -> Any:
         offset, _ = columns[name]
         return np.frombuffer(table[row, offset:offset + np.dtype(dtype).itemsize].tobytes(), dtype)[0]
 
-    def heap_bytes(row: int, name: str) -> bytes:
-        offset, code = columns[name]
-        count, start = (cell(row, name, ">i4"), np.frombuffer(table[row, offset + 4:offset + 8].tobytes(), ">i4")[0]) \
-            if code == "P" else np.frombuffer(table[row, offset:offset + 16].tobytes(), ">i8")
-        begin = heap + int(start)
-        return data[begin:begin + int(count)]
+    stored_at = {name: _descriptors(table, *columns[name], heap) for name in
+                 ("COMPRESSED_DATA", "GZIP_COMPRESSED_DATA", "UNCOMPRESSED_DATA") if name in columns}
+    corners = np.stack(np.unravel_index(np.arange(rows), grid, order="F"), axis=1) * tiles
+    shapes = np.minimum(corners + tiles, axes) - corners
+    counts = shapes.prod(axis=1)
+    begins, lengths = stored_at.get("COMPRESSED_DATA", (None, np.zeros(rows, np.int64)))
+    decoded = None
+    if method == "RICE_1" and (lengths > 0).all():  # every tile at once, one kernel call
+        bytepix = _zval(h, "BYTEPIX", 4)
+        decoded = _as_stored(rice_decode_tiles(data, begins, lengths, counts, bytepix, _zval(h, "BLOCKSIZE", 32),
+                                               where), bytepix, stored)
+        if not quantized and tiles[0] == axes[0] and all(t == 1 for t in tiles[1:]):
+            return _scaled(decoded.reshape(axes[::-1]), h, zbitpix)  # tiles are the image's rows, in order
+        first = np.concatenate([[0], np.cumsum(counts)])
 
+    def stored_bytes(name: str, row: int) -> bytes:
+        b, n = stored_at[name]
+        return data[b[row]:b[row] + n[row]]
+
+    image = np.empty(axes[::-1], out_type)
     for row in range(rows):
-        corner = np.unravel_index(row, grid, order="F")
-        box = tuple(slice(c * t, min((c + 1) * t, n)) for c, t, n in zip(corner, tiles, axes))
-        shape = tuple(s.stop - s.start for s in box)
-        count = math.prod(shape)
+        box = tuple(slice(c, c + n) for c, n in zip(corners[row].tolist(), shapes[row].tolist()))
+        count = int(counts[row])
         what = f"{where}, tile {row + 1}"
-        if "COMPRESSED_DATA" in columns and len(compressed := heap_bytes(row, "COMPRESSED_DATA")):
-            pixels = _decompress(method, compressed, count, stored, h, what)
+        if lengths[row] > 0:
+            pixels = decoded[first[row]:first[row + 1]] if decoded is not None else \
+                _decompress(method, stored_bytes("COMPRESSED_DATA", row), count, stored, h, what)
             if quantized:
                 pixels = _dequantize(pixels, row, h, columns, cell, dither)
-        elif "GZIP_COMPRESSED_DATA" in columns and len(compressed := heap_bytes(row, "GZIP_COMPRESSED_DATA")):
-            pixels = _decompress("GZIP_1", compressed, count, out_type, h, what)
-        elif "UNCOMPRESSED_DATA" in columns:
-            pixels = _decompress("NOCOMPRESS", heap_bytes(row, "UNCOMPRESSED_DATA"), count, out_type, h, what)
+        elif "GZIP_COMPRESSED_DATA" in stored_at and stored_at["GZIP_COMPRESSED_DATA"][1][row] > 0:
+            pixels = _decompress("GZIP_1", stored_bytes("GZIP_COMPRESSED_DATA", row), count, out_type, h, what)
+        elif "UNCOMPRESSED_DATA" in stored_at:
+            pixels = _decompress("NOCOMPRESS", stored_bytes("UNCOMPRESSED_DATA", row), count, out_type, h, what)
         else:
             raise FitsError(f"{what}: no data stored for the tile")
-        image[box[::-1]] = pixels.reshape(shape[::-1])
+        image[box[::-1]] = pixels.reshape(tuple(shapes[row][::-1].tolist()))
+    return _scaled(image, h, zbitpix)
+
+
+def _scaled(image: np.ndarray, h: dict, zbitpix: int) -> np.ndarray:
+    """An integer image's ``BSCALE``/``BZERO`` applied (floats are returned as they are)."""
     if zbitpix in _FLOAT:
         return image
     bscale, bzero = h.get("BSCALE", 1), h.get("BZERO", 0)
