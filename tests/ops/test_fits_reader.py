@@ -329,3 +329,49 @@ def test_a_truncated_compressed_image_is_an_error_naming_the_file(tmp_path):
     path.write_bytes(buffer.getvalue()[:2880 * 2 + 100])
     with pytest.raises(ValueError, match=r"cut.fits: HDU 2 \(tile-compressed\): truncated: the table and heap need"):
         _read(batch_size=1, files=[str(path)]).run()
+
+
+def test_damaged_files_fail_with_fits_errors_only():
+    """400 seeded mutations of plain and tile-compressed files (header characters, random bytes, cuts): each
+    reads, or raises FitsError (the reader adds the file name); never another exception."""
+    from jaxdali.ops.readers import fits_format, fits_tiles
+
+    rng = np.random.default_rng(7)
+    image = RNG.integers(-500, 500, (20, 30)).astype(np.int16)
+    bases = []
+    for hdu in (fits.ImageHDU(image), fits.CompImageHDU(image, compression_type="RICE_1"),
+                fits.CompImageHDU(image, compression_type="GZIP_2"),
+                fits.CompImageHDU(image.astype(np.float32) / 7, quantize_method=2)):
+        buffer = io.BytesIO()
+        fits.HDUList([fits.PrimaryHDU(), hdu]).writeto(buffer)
+        bases.append(buffer.getvalue())
+    outcomes = set()
+    for trial in range(400):
+        data = bytearray(bases[trial % len(bases)])
+        for _ in range(int(rng.integers(1, 4))):
+            where = int(rng.integers(0, min(len(data), 5760))) if data else 0
+            if not data:
+                break
+            kind = rng.integers(0, 3)
+            if kind == 0:
+                data[where] = int(rng.choice(list(b"0123456789 -'=TFEND.AXISZ")))
+            elif kind == 1:
+                data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+            else:
+                data = data[:int(rng.integers(0, len(data)))]
+        data = bytes(data)
+
+        def read(offset, length, data=data):
+            return data[offset:offset + length]
+
+        try:
+            hdus = fits_format.read_hdus(read, 2, "damaged")
+            if len(hdus) == 2:
+                hdu = hdus[1]
+                (fits_tiles.read_compressed_image if hdu.is_compressed_image else fits_format.read_image)(
+                    hdu, read, "damaged")
+                outcomes.add("read")
+        except fits_format.FitsError as e:
+            assert str(e).startswith("damaged"), e
+            outcomes.add("error")
+    assert outcomes == {"read", "error"}

@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["BLOCK", "FitsError", "Hdu", "equivalent_dtype", "image_shape", "read_hdus", "read_image", "scale_values"]
+__all__ = ["BLOCK", "FitsError", "Hdu", "equivalent_dtype", "header_int", "header_number", "image_shape", "read_hdus",
+           "read_image", "scale_values"]
 
 BLOCK = 2880
 _CARD = 80
@@ -54,6 +55,22 @@ class Hdu:
     @property
     def is_compressed_image(self) -> bool:
         return self.header.get("XTENSION") == "BINTABLE" and self.header.get("ZIMAGE") is True
+
+
+def header_int(header: dict[str, Any], key: str, default: Any, where: str, minimum: int = 0) -> int:
+    """The integer value of ``key`` (``default`` when absent); FitsError naming ``where`` when it is not one."""
+    value = header.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise FitsError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def header_number(header: dict[str, Any], key: str, default: Any, where: str) -> float:
+    """The numeric value of ``key`` (``default`` when absent); FitsError naming ``where`` when it is not one."""
+    value = header.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FitsError(f"{where}: {key} must be a finite number, got {value!r}")
+    return value
 
 
 def _value(text: str) -> Any:
@@ -99,7 +116,7 @@ def _parse_cards(block: bytes, header: dict[str, Any]) -> bool:
 def _data_size(header: dict[str, Any], where: str) -> int:
     """Bytes of the HDU's data before padding."""
     bitpix, naxis = header.get("BITPIX"), header.get("NAXIS")
-    if bitpix not in _RAW_TYPES or not isinstance(naxis, int) or not 0 <= naxis <= 999:
+    if type(bitpix) is not int or bitpix not in _RAW_TYPES or type(naxis) is not int or not 0 <= naxis <= 999:
         raise FitsError(f"{where}: BITPIX must be one of {sorted(_RAW_TYPES)} and NAXIS an integer in [0, 999], got "
                         f"BITPIX={bitpix!r}, NAXIS={naxis!r}")
     if naxis == 0:
@@ -109,7 +126,7 @@ def _data_size(header: dict[str, Any], where: str) -> int:
         raise FitsError(f"{where}: NAXIS1..NAXIS{naxis} must be non-negative integers, got {axes}")
     if header.get("GROUPS") is True and axes[0] == 0:  # random groups: NAXIS1 = 0 is not an axis
         axes = axes[1:]
-    count = header.get("GCOUNT", 1) * (header.get("PCOUNT", 0) + math.prod(axes))
+    count = header_int(header, "GCOUNT", 1, where) * (header_int(header, "PCOUNT", 0, where) + math.prod(axes))
     return abs(bitpix) // 8 * count
 
 
@@ -191,11 +208,16 @@ def read_image(hdu: Hdu, read: Callable[[int, int], bytes], where: str) -> np.nd
         raise FitsError(f"{where}: HDU {hdu.number} is a {header.get('XTENSION')!r} extension; only image HDUs are read")
     if header["NAXIS"] == 0:
         raise FitsError(f"{where}: HDU {hdu.number} has no image (NAXIS = 0); the first extension is HDU 2")
-    data = read(hdu.data_offset, hdu.data_size)
-    if len(data) < hdu.data_size:
-        raise FitsError(f"{where}: truncated: HDU {hdu.number}'s image needs {hdu.data_size} bytes from byte "
+    bitpix, shape = header["BITPIX"], image_shape(header)
+    size = math.prod(shape) * _RAW_TYPES[bitpix].itemsize
+    if size > hdu.data_size:
+        raise FitsError(f"{where}: HDU {hdu.number}'s image needs {size} bytes, but its GCOUNT and PCOUNT give "
+                        f"{hdu.data_size}")
+    data = read(hdu.data_offset, size)
+    if len(data) < size:
+        raise FitsError(f"{where}: truncated: HDU {hdu.number}'s image needs {size} bytes from byte "
                         f"{hdu.data_offset}, the file has {len(data)}")
-    bitpix, bscale, bzero = header["BITPIX"], header.get("BSCALE", 1), header.get("BZERO", 0)
-    shape = image_shape(header)
+    where = f"{where}: HDU {hdu.number}"
+    bscale, bzero = header_number(header, "BSCALE", 1, where), header_number(header, "BZERO", 0, where)
     raw = np.frombuffer(data, _RAW_TYPES[bitpix], math.prod(shape)).reshape(shape)
     return scale_values(raw, bscale, bzero, equivalent_dtype(bitpix, bscale, bzero))

@@ -29,7 +29,7 @@ import numpy as np
 
 from jaxdali.core import options
 from jaxdali.ops.kernel_loader import load_kernel
-from jaxdali.ops.readers.fits_format import FitsError, Hdu, equivalent_dtype, scale_values
+from jaxdali.ops.readers.fits_format import FitsError, Hdu, equivalent_dtype, header_int, header_number, scale_values
 
 __all__ = ["decoder_status", "read_compressed_image", "rice_decode", "rice_decode_tiles"]
 
@@ -151,7 +151,7 @@ def _rice_decode_numpy(data: bytes, count: int, bytepix: int, blocksize: int, wh
 def _columns(header: dict[str, Any], where: str) -> dict[str, tuple[int, str]]:
     """Column name -> (byte offset in the row, type code)."""
     out, offset = {}, 0
-    for k in range(1, int(header.get("TFIELDS", 0)) + 1):
+    for k in range(1, header_int(header, "TFIELDS", 0, where) + 1):
         match = _TFORM.match(str(header.get(f"TFORM{k}", "")))
         if match is None:
             raise FitsError(f"{where}: unreadable TFORM{k} {header.get(f'TFORM{k}')!r}")
@@ -159,6 +159,9 @@ def _columns(header: dict[str, Any], where: str) -> dict[str, tuple[int, str]]:
         code = match.group(2)
         out[str(header.get(f"TTYPE{k}", "")).strip().upper()] = (offset, code)
         offset += repeat * _TFORM_SIZES.get(code, 0) if code != "X" else -(-repeat // 8)
+    width = header_int(header, "NAXIS1", None, where)
+    if offset > width:
+        raise FitsError(f"{where}: the table's columns take {offset} bytes a row, NAXIS1 is {width}")
     return out
 
 
@@ -174,21 +177,21 @@ def _as_stored(values: np.ndarray, bytepix: int, stored: np.dtype) -> np.ndarray
     return values.view(f"i{bytepix}").astype(stored) if stored.kind == "i" else values.astype(stored)
 
 
-def _zval(header: dict[str, Any], name: str, default: int) -> int:
+def _zval(header: dict[str, Any], name: str, default: int, where: str) -> int:
     for k in range(1, 100):
         key = header.get(f"ZNAME{k}")
         if key is None:
             break
         if str(key).strip().upper() == name:
-            return int(header.get(f"ZVAL{k}", default))
+            return header_int(header, f"ZVAL{k}", default, f"{where}: {name}")
     return default
 
 
 def _decompress(method: str, data: bytes, count: int, dtype: np.dtype, header: dict, where: str) -> np.ndarray:
     """One tile's ``count`` pixels of type ``dtype`` (native order)."""
     if method == "RICE_1":
-        bytepix = _zval(header, "BYTEPIX", 4)
-        return _as_stored(rice_decode(data, count, bytepix, _zval(header, "BLOCKSIZE", 32), where), bytepix, dtype)
+        bytepix = _zval(header, "BYTEPIX", 4, where)
+        return _as_stored(rice_decode(data, count, bytepix, _zval(header, "BLOCKSIZE", 32, where), where), bytepix, dtype)
     if method in ("GZIP_1", "GZIP_2"):
         try:
             data = zlib.decompress(data, 47)  # gzip or zlib framing
@@ -210,21 +213,21 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
     h = hdu.header
     where = f"{where}: HDU {hdu.number} (tile-compressed)"
     method = str(h.get("ZCMPTYPE", "")).strip().upper()
-    zbitpix, ndim = h.get("ZBITPIX"), h.get("ZNAXIS")
-    if zbitpix not in _INTEGER and zbitpix not in _FLOAT or not isinstance(ndim, int) or ndim < 1:
-        raise FitsError(f"{where}: ZBITPIX {zbitpix!r} / ZNAXIS {ndim!r} do not describe an image")
-    axes = [int(h.get(f"ZNAXIS{k}", 0)) for k in range(1, ndim + 1)]
-    tiles = [int(h.get(f"ZTILE{k}", axes[0] if k == 1 else 1)) for k in range(1, ndim + 1)]
+    zbitpix, ndim = h.get("ZBITPIX"), header_int(h, "ZNAXIS", None, where, minimum=1)
+    if type(zbitpix) is not int or zbitpix not in _INTEGER and zbitpix not in _FLOAT:
+        raise FitsError(f"{where}: ZBITPIX {zbitpix!r} is not one of {sorted(_INTEGER) + sorted(_FLOAT)}")
+    axes = [header_int(h, f"ZNAXIS{k}", None, where) for k in range(1, ndim + 1)]
+    tiles = [header_int(h, f"ZTILE{k}", axes[0] if k == 1 else 1, where, minimum=1) for k in range(1, ndim + 1)]
     grid = [-(-n // t) for n, t in zip(axes, tiles)]
-    rows, width = int(h["NAXIS2"]), int(h["NAXIS1"])
-    if rows != math.prod(grid) or min(tiles) < 1:
+    rows, width = header_int(h, "NAXIS2", None, where), header_int(h, "NAXIS1", None, where)
+    if rows != math.prod(grid):
         raise FitsError(f"{where}: {rows} table rows for {math.prod(grid)} tiles of {tiles} pixels")
     data = read(hdu.data_offset, hdu.data_size)
     if len(data) < hdu.data_size:
         raise FitsError(f"{where}: truncated: the table and heap need {hdu.data_size} bytes from byte "
                         f"{hdu.data_offset}, the file has {len(data)}")
     columns = _columns(h, where)
-    heap = int(h.get("THEAP", width * rows))
+    heap = header_int(h, "THEAP", width * rows, where)
     quantized = zbitpix in _FLOAT and ("ZSCALE" in columns or "ZSCALE" in h)
     dither = str(h.get("ZQUANTIZ", "NO_DITHER")).strip().upper() if quantized else "NO_DITHER"
     if dither not in ("NO_DITHER", "SUBTRACTIVE_DITHER_1", "SUBTRACTIVE_DITHER_2"):
@@ -247,11 +250,11 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
     begins, lengths = stored_at.get("COMPRESSED_DATA", (None, np.zeros(rows, np.int64)))
     decoded = None
     if method == "RICE_1" and (lengths > 0).all():  # every tile at once, one kernel call
-        bytepix = _zval(h, "BYTEPIX", 4)
-        decoded = _as_stored(rice_decode_tiles(data, begins, lengths, counts, bytepix, _zval(h, "BLOCKSIZE", 32),
+        bytepix = _zval(h, "BYTEPIX", 4, where)
+        decoded = _as_stored(rice_decode_tiles(data, begins, lengths, counts, bytepix, _zval(h, "BLOCKSIZE", 32, where),
                                                where), bytepix, stored)
         if not quantized and tiles[0] == axes[0] and all(t == 1 for t in tiles[1:]):
-            return _scaled(decoded.reshape(axes[::-1]), h, zbitpix)  # tiles are the image's rows, in order
+            return _scaled(decoded.reshape(axes[::-1]), h, zbitpix, where)  # tiles are the image's rows, in order
         first = np.concatenate([[0], np.cumsum(counts)])
 
     def stored_bytes(name: str, row: int) -> bytes:
@@ -267,22 +270,23 @@ def read_compressed_image(hdu: Hdu, read: Callable[[int, int], bytes], where: st
             pixels = decoded[first[row]:first[row + 1]] if decoded is not None else \
                 _decompress(method, stored_bytes("COMPRESSED_DATA", row), count, stored, h, what)
             if quantized:
-                pixels = _dequantize(pixels, row, h, columns, cell, dither)
+                pixels = _dequantize(pixels, row, h, columns, cell, dither, what)
         elif "GZIP_COMPRESSED_DATA" in stored_at and stored_at["GZIP_COMPRESSED_DATA"][1][row] > 0:
             pixels = _decompress("GZIP_1", stored_bytes("GZIP_COMPRESSED_DATA", row), count, out_type, h, what)
         elif "UNCOMPRESSED_DATA" in stored_at:
             pixels = _decompress("NOCOMPRESS", stored_bytes("UNCOMPRESSED_DATA", row), count, out_type, h, what)
         else:
             raise FitsError(f"{what}: no data stored for the tile")
-        image[box[::-1]] = pixels.reshape(tuple(shapes[row][::-1].tolist()))
-    return _scaled(image, h, zbitpix)
+        with np.errstate(over="ignore"):  # a dequantized value past float32's range is stored as inf
+            image[box[::-1]] = pixels.reshape(tuple(shapes[row][::-1].tolist()))
+    return _scaled(image, h, zbitpix, where)
 
 
-def _scaled(image: np.ndarray, h: dict, zbitpix: int) -> np.ndarray:
+def _scaled(image: np.ndarray, h: dict, zbitpix: int, where: str) -> np.ndarray:
     """An integer image's ``BSCALE``/``BZERO`` applied (floats are returned as they are)."""
     if zbitpix in _FLOAT:
         return image
-    bscale, bzero = h.get("BSCALE", 1), h.get("BZERO", 0)
+    bscale, bzero = header_number(h, "BSCALE", 1, where), header_number(h, "BZERO", 0, where)
     return scale_values(image, bscale, bzero, equivalent_dtype(zbitpix, bscale, bzero))
 
 
@@ -317,18 +321,22 @@ def _dither_offsets(tile: int, zdither0: int, count: int) -> np.ndarray:
     return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
 
 
-def _dequantize(pixels: np.ndarray, row: int, h: dict, columns: dict, cell: Callable, dither: str) -> np.ndarray:
+def _dequantize(pixels: np.ndarray, row: int, h: dict, columns: dict, cell: Callable, dither: str,
+                where: str) -> np.ndarray:
     """``ZSCALE * (q - dither + 0.5) + ZZERO`` of a quantized tile (``ZSCALE * q + ZZERO`` without dither);
     ``ZBLANK`` values become NaN, and with SUBTRACTIVE_DITHER_2 the zero marker becomes 0."""
     def value(name: str, default: Any = None) -> Any:
         return cell(row, name, ">f8" if name != "ZBLANK" else ">i4") if name in columns else h.get(name, default)
 
-    scale, zero, blank = float(value("ZSCALE")), float(value("ZZERO", 0.0)), value("ZBLANK")
+    scale, zero, blank = value("ZSCALE"), value("ZZERO", 0.0), value("ZBLANK")
+    if not all(isinstance(v, (int, float, np.number)) for v in (scale, zero)):
+        raise FitsError(f"{where}: ZSCALE and ZZERO must be numbers, got {scale!r}, {zero!r}")
+    scale, zero = float(scale), float(zero)
     q = pixels.astype(np.float64)
     if dither == "NO_DITHER":
         out = q * scale + zero
     else:
-        out = (q - _dither_offsets(row, int(h.get("ZDITHER0", 1)), len(q)) + 0.5) * scale + zero
+        out = (q - _dither_offsets(row, header_int(h, "ZDITHER0", 1, where), len(q)) + 0.5) * scale + zero
         if dither == "SUBTRACTIVE_DITHER_2":
             out[pixels == _ZERO_VALUE] = 0.0
     if blank is not None:
