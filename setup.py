@@ -15,9 +15,11 @@ from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 KERNEL_SOURCE = "jaxdali/ops/_resample_kernel.c"
 PROTOWIRE_SOURCE = "jaxdali/ops/readers/_protowire_kernel.c"
+RICE_SOURCE = "jaxdali/ops/readers/_rice_kernel.c"
 #: What each kernel does, for the warning when it is not built.
 PURPOSE = {"jaxdali.ops._resample_kernel": "resize kernel",
-           "jaxdali.ops.readers._protowire_kernel": "protobuf parser of Caffe/Caffe2 LMDB records"}
+           "jaxdali.ops.readers._protowire_kernel": "protobuf parser of Caffe/Caffe2 LMDB records",
+           "jaxdali.ops.readers._rice_kernel": "Rice decoder of tile-compressed FITS images"}
 LIMITED_API = sys.version_info >= (3, 11) and not hasattr(sys, "gettotalrefcount")  # no abi3 for debug builds
 
 
@@ -78,6 +80,7 @@ setup(
     ext_modules=[
         kernel("jaxdali.ops._resample_kernel", KERNEL_SOURCE),
         kernel("jaxdali.ops.readers._protowire_kernel", PROTOWIRE_SOURCE),
+        kernel("jaxdali.ops.readers._rice_kernel", RICE_SOURCE),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED_API else {},

@@ -41,6 +41,12 @@ AWAITING_DIFFERENTIAL_TEST = {
                             "readers.video followed by resize, which are checked",
 }
 
+#: DALI operators jaxdali does not implement, and why; the table says so.
+NOT_IMPLEMENTED = {
+    "optical_flow": "Not implemented: DALI computes it with the optical-flow engine of NVIDIA GPUs (NVOF), which "
+                    "has no CPU or JAX counterpart giving the same flow fields.",
+}
+
 #: Deliberate differences from DALI, shown in the notes column.
 NOTES = {
     "decoders.image_crop": "`crop_d` and `crop_pos_z` are refused (images have no depth axis).",
@@ -80,7 +86,16 @@ NOTES = {
     "experimental.resize": "DALI runs it on the GPU only; here both placements run `fn.resize`'s host code.",
     "segmentation.random_object_bbox": "Counter-based generator: same distribution as DALI, different values.",
     "ssd_random_crop": "Counter-based generator: same distribution as DALI, different values. [N, 1] labels keep "
-                       "their shape (DALI 2.4 returns [K] after a crop and fails on such batches).",
+                       "their shape (DALI 2.4 returns [K] after a crop and fails on such batches). HW and non-uint8 "
+                       "images are cropped too (DALI 2.4 passes them through uncropped but fails on a crop); a "
+                       "cropped sample needs one label per box (DALI reads past the labels).",
+    "experimental.readers.fits": "DALI 2.4's CPU reader needs a CUDA driver (no CPU oracle): checked against astropy "
+                                 "writing and reading the same files, and DALI's schema. A declared `dtypes` entry "
+                                 "that differs from the file's type is an error (DALI returns the file's type); "
+                                 "checkpoints work (DALI refuses them for this reader).",
+    "experimental.inputs.video": "Checked against DALI on VP9 (DALI's CPU backend decodes VP8, VP9 and MJPEG only); "
+                                 "here every codec FFmpeg decodes. `no_copy` is a hint: the fed bytes are copied "
+                                 "once.",
     "decoders.inflate": "DALI runs it on the GPU only (nvCOMP), so it is checked against the compressed data, not "
                         "DALI; jaxdali inflates LZ4 blocks on the host wherever it is placed.",
     "decoders.numpy": "Also reads .npy versions 2.0/3.0 and big-endian data (DALI refuses them).",
@@ -189,7 +204,7 @@ def render() -> str:
             f"alias of `{dali['aliases'][name]}`" if name in dali["aliases"] else "no")
         schema = ours.get(name)
         tests = ", ".join(f"`{t}`" for t in covered.get(name, []))
-        note = NOTES.get(name, NOT_IN_DALI.get(name, ""))
+        note = NOTES.get(name, NOT_IN_DALI.get(name, NOT_IMPLEMENTED.get(name, "")))
         if name in AWAITING_DIFFERENTIAL_TEST:
             note = f"Not compared with DALI: {AWAITING_DIFFERENTIAL_TEST[name]}. {note}".strip()
         lines.append(f"| `{name}` | {in_dali} | {'yes' if schema else '-'} | {_devices(schema)} | {tests} | {note} |")

@@ -14,7 +14,7 @@ __all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
 
 
 def runtime_info() -> dict[str, str]:
-    """What this installation runs: jaxdali's version, the resize, protobuf-parsing and decode paths (and why;
+    """What this installation runs: jaxdali's version, the resize, protobuf-parsing, FITS Rice and decode paths (and why;
     ``mixed_decode``: where ``device="mixed"`` decoders decode for device 0, ``gpu`` or ``host``),
     nvImageCodec's version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info``
     prints it)."""
@@ -24,10 +24,11 @@ def runtime_info() -> dict[str, str]:
 
     import jaxdali
     from jaxdali.ops import decoders, gpu_decode, resample
-    from jaxdali.ops.readers import protowire
+    from jaxdali.ops.readers import fits_tiles, protowire
 
     path, reason = resample.kernel_status()
     parser, parser_reason = protowire.parser_status()
+    rice, rice_reason = fits_tiles.decoder_status()
     backend, why = decoders.backend_status()
     decode_place, decode_place_reason = gpu_decode.decode_status(None)
     try:
@@ -41,6 +42,8 @@ def runtime_info() -> dict[str, str]:
         "resize_reason": reason,
         "protobuf_parser": parser,
         "protobuf_parser_reason": parser_reason,
+        "rice_decoder": rice,
+        "rice_decoder_reason": rice_reason,
         "decoder": backend,
         "decoder_reason": why,
         "mixed_decode": decode_place,

@@ -198,6 +198,49 @@ def decode_frames(source: Any, index: VideoIndex, frames: np.ndarray, out: np.nd
     return count
 
 
+class FrameStream:
+    """A video's frames decoded one after the other from the first, the decoder kept open between calls
+    (for streaming a long video a batch at a time: no seek, no frame decoded twice)."""
+
+    def __init__(self, source: Any, index: VideoIndex, what: str):
+        self.index, self.what, self.next_frame = index, what, 0
+        self._container = _open(source, what)
+        self._frames = self._container.decode(self._container.streams.video[0])
+        self._frame_of_pts = {int(p): i for i, p in enumerate(index.pts)}
+
+    def take(self, count: int) -> list:
+        """The next ``count`` frames (PyAV frames, for ``store_rgb``)."""
+        av = pyav()
+        out = []
+        try:
+            while len(out) < count:
+                frame = next(self._frames, None)
+                if frame is None:
+                    raise VideoDecodeError(f"{self.what}: the video ended before frame {self.next_frame} of "
+                                           f"{self.index.num_frames} could be decoded")
+                i = self._frame_of_pts.get(frame.pts)
+                if i is None or i < self.next_frame:
+                    continue
+                if i != self.next_frame:
+                    raise VideoDecodeError(f"{self.what}: frame {self.next_frame} could not be decoded (the decoder "
+                                           f"went on to frame {i})")
+                out.append(frame)
+                self.next_frame += 1
+        except av.FFmpegError as e:
+            raise VideoDecodeError(f"{self.what}: decoding failed ({e})") from None
+        return out
+
+    def close(self) -> None:
+        self._container.close()
+
+
+def store_rgb(frames: list, out: np.ndarray) -> None:
+    """``frames`` (PyAV frames) converted to RGB into ``out[k]``, as ``decode_frames`` converts them."""
+    flags = _conversion_flags(pyav())
+    for k, frame in enumerate(frames):
+        _store(frame, "rgb24", flags, out, np.array([k]))
+
+
 def _conversion_flags(av) -> Any:
     interp = av.video.reformatter.Interpolation
     return interp.BILINEAR | interp.ACCURATE_RND | interp.FULL_CHR_H_INT

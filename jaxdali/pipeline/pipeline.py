@@ -408,7 +408,7 @@ class Pipeline:
         self._check_open()
         name = data_node.source.name if isinstance(data_node, DataNode) else data_node
         op = self._built_ops.get(name)
-        if op is None or op.node.schema.name != "external_source":
+        if op is None or not (op.takes_fed_data or op.node.schema.name == "external_source"):
             raise RuntimeError(f"feed_input: the pipeline has no external source named {name!r}; "
                                f"its fed external sources are {self.external_source_names()}")
         op.feed(data, layout)

@@ -261,6 +261,21 @@ def test_random_object_bbox_draws_like_dali(kwargs):
 # -- ssd_random_crop ----------------------------------------------------------------------------------------
 
 
+def test_ssd_random_crop_passes_uncroppable_hw_images_through_like_dali():
+    """DALI's own checkpointing test: 2-D (HW) images, 7 boxes that lie outside the image (no window can
+    hold a box centre, so no sample is cropped) and a single label."""
+    rng = np.random.default_rng(4)
+    images = [rng.integers(0, 256, (100, 100), dtype=np.uint8) for _ in range(4)]
+    boxes = [(rng.random((7, 4)) * 100).astype(np.float32) for _ in range(4)]
+    labels = [np.array([k], np.int32) for k in range(4)]
+    ours, theirs = run_both(lambda fn, types, i, b, l: fn.ssd_random_crop(i, b, l, num_attempts=3),
+                            [images, boxes, labels], iterations=3)
+    assert_same(ours, theirs)
+    for out, given in zip(ours, (images, boxes, labels)):
+        for got, want in zip(out, given * 3):
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("attempts", [1, 10])
 def test_ssd_random_crop_draws_like_dali(attempts):
     batch = photos(4, (48, 64)) * 16

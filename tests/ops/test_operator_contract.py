@@ -73,6 +73,7 @@ class Data:
     mxnet_idx: str = ""
     frame_streams: str = ""
     nemo_manifest: str = ""
+    fits_files: tuple[str, ...] = ()
 
 
 def _photo_files() -> list[str]:
@@ -136,9 +137,28 @@ def data(tmp_path_factory) -> Data:
         (folder / f"speech{i}.wav").write_bytes(wav.tobytes())
     nemo_manifest.write_text("".join(json.dumps({"audio_filepath": str(folder / f"speech{i}.wav"), "text": f"clip {i}"})
                                      + "\n" for i in range(len(WAVS))))
+    fits_files = []
+    for i, photo in enumerate(photos):
+        fits_files.append(str(folder / f"{i}.fits"))
+        pathlib.Path(fits_files[-1]).write_bytes(_fits_bytes(photo[:, :, 0].astype(np.int16)))
     return Data(tuple(photos), tuple(files), tuple(npy_files), tar, os.path.dirname(files[0]),
                 str(coco_annotations), caffe_lmdb, caffe2_lmdb, records, records_index, array_record,
-                mxnet_rec=mxnet_rec, mxnet_idx=mxnet_idx, frame_streams=str(streams), nemo_manifest=str(nemo_manifest))
+                mxnet_rec=mxnet_rec, mxnet_idx=mxnet_idx, frame_streams=str(streams), nemo_manifest=str(nemo_manifest),
+                fits_files=tuple(fits_files))
+
+
+def _fits_bytes(image: np.ndarray) -> bytes:
+    """A FITS file: an empty primary HDU, then ``image`` (int16) as an image extension."""
+    def header(*cards: str) -> bytes:
+        text = "".join(c.ljust(80) for c in (*cards, "END"))
+        return text.ljust(-(-len(text) // 2880) * 2880).encode("ascii")
+
+    axes = [f"{'NAXIS' + str(k + 1):<8}= {n:>20}" for k, n in enumerate(image.shape[::-1])]
+    data = image.astype(">i2").tobytes()
+    return (header("SIMPLE  = " + "T".rjust(20), "BITPIX  = " + "16".rjust(20), "NAXIS   = " + "0".rjust(20))
+            + header("XTENSION= 'IMAGE   '", "BITPIX  = " + "16".rjust(20), f"NAXIS   = {image.ndim:>20}", *axes,
+                     "PCOUNT  = " + "0".rjust(20), "GCOUNT  = " + "1".rjust(20))
+            + data + bytes(-len(data) % 2880))
 
 
 def _write_lmdb(path: pathlib.Path, values: list[bytes]) -> str:
@@ -148,6 +168,14 @@ def _write_lmdb(path: pathlib.Path, values: list[bytes]) -> str:
             txn.put(f"{i:08d}".encode(), value)
     env.close()
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _dumped_files_in_a_temporary_folder(request, tmp_path, monkeypatch):
+    """fn.dump_image writes into the working directory: for its cases, a temporary one."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("name") == "dump_image":
+        monkeypatch.chdir(tmp_path)
 
 
 # -- how each operator is built ------------------------------------------------------------------
@@ -419,6 +447,8 @@ CASES: dict[str, Case] = {
     "transforms.shear": Case(_no_inputs, lambda data, dev: {"shear": [0.5, 0.25]}),
     "transforms.translation": Case(_no_inputs, lambda data, dev: {"offset": [1.5, -2.25]}),
     "readers.mxnet": _source(path=lambda data: [data.mxnet_rec], index_path=lambda data: [data.mxnet_idx]),
+    "experimental.readers.fits": _source(files=lambda data: list(data.fits_files)),
+    "experimental.inputs.video": _source(name="fed_video", sequence_length=2),
     "readers.sequence": _source(file_root=lambda data: data.frame_streams, sequence_length=2),
     "decoders.numpy": Case(_fixed(NPY_BYTES)),
     "decoders.inflate": Case(_fixed(LZ4_BLOCKS), lambda data, dev: {"shape": list(SEQUENCES[0].shape)}),
@@ -476,11 +506,26 @@ def build_pipeline(schema: OpSchema, data: Data, device: str = "cpu", **extra) -
     return pipe()
 
 
+#: Data fed with ``feed_input`` before running, for operators that take nothing else (by the operator's name).
+FEEDS: dict[str, Callable[[], dict[str, list]]] = {
+    "experimental.inputs.video": lambda: {"fed_video": [np.fromfile(VIDEO, np.uint8)]},
+}
+
+
+def build_and_feed(schema: OpSchema, data: Data, device: str = "cpu") -> Any:
+    """``build_pipeline``, built, with the ``FEEDS`` of the operator fed."""
+    p = build_pipeline(schema, data, device)
+    p.build()
+    for source, batch in FEEDS.get(schema.name, dict)().items():
+        p.feed_input(source, batch)
+    return p
+
+
 def run_once(schema: OpSchema, data: Data, device: str = "cpu") -> tuple[list[list[np.ndarray]], Any]:
     """One batch of the operator's outputs as NumPy samples, and the pipeline (closed)."""
-    p = build_pipeline(schema, data, device)
+    p = None
     try:
-        p.build()
+        p = build_and_feed(schema, data, device)
         outs = p.run()
     except Exception as e:
         if schema.name not in CASES:
@@ -488,7 +533,8 @@ def run_once(schema: OpSchema, data: Data, device: str = "cpu") -> tuple[list[li
                         f"({type(e).__name__}: {e}); add an entry to CASES in {__file__}")
         raise
     finally:
-        p.close()
+        if p is not None:
+            p.close()
     return [[np.asarray(o.as_cpu().at(i)) for i in range(len(o))] for o in outs], p
 
 
@@ -564,9 +610,8 @@ def _fingerprint(pipe) -> dict:
 def test_checkpoint_fingerprint_is_stable(name, data):
     schema = registry()[name]
     _, first = run_once(schema, data)
-    fresh = build_pipeline(schema, data)
+    fresh = build_and_feed(schema, data)
     try:
-        fresh.build()
         before = _fingerprint(fresh)
         fresh.run()
         after = _fingerprint(fresh)

@@ -103,8 +103,43 @@ def test_bad_arguments_name_the_operator_and_the_argument(kwargs, message):
         _pipeline(**kwargs)
 
 
-def test_bad_inputs_are_reported():
-    p = _pipeline(labels=[np.array([1, 2], np.int32)] * 8)
-    with pytest.raises(ValueError, match=r"fn.ssd_random_crop: labels of sample 0 must have shape \[3\]"):
+def test_a_cropped_sample_needs_one_label_per_box():
+    p = _pipeline(labels=[np.array([1, 2], np.int32)] * 8, num_attempts=5)
+    with pytest.raises(ValueError, match=r"fn.ssd_random_crop: sample \d is cropped, which keeps some of its 3 boxes "
+                                         r"and their labels, but it has 2 labels: give one per box"):
+        for _ in range(4):   # each sample is cropped with probability about 6/7: some of these 32 are
+            p.run()
+    p.close()
+
+
+def test_labels_of_another_shape_are_refused():
+    p = _pipeline(labels=[np.ones((3, 2), np.int32)] * 8)
+    with pytest.raises(ValueError, match=r"fn.ssd_random_crop: labels of sample 0 must have shape \[N\] or \[N, 1\], "
+                                         r"got \[3, 2\]"):
         p.run()
     p.close()
+
+
+def test_hw_and_float_images_are_cut_at_the_windows_of_their_hwc_uint8_twins():
+    def crops(images, layout):
+        @pipeline_def(batch_size=8, num_threads=2, device_id=None, seed=9)
+        def pipe():
+            image = fn.external_source(source=lambda: images, layout=layout)
+            boxes = fn.external_source(source=lambda: BOXES)
+            label = fn.external_source(source=lambda: LABELS)
+            return tuple(fn.ssd_random_crop(image, boxes, label, num_attempts=5))
+
+        p = pipe()
+        out = [[np.asarray(o.at(i)) for i in range(8)] for o in p.run()]
+        p.close()
+        return out
+
+    hwc = crops(IMAGES, "HWC")
+    hw = crops([np.ascontiguousarray(x[:, :, 0]) for x in IMAGES], "HW")
+    floats = crops([x.astype(np.float32) for x in IMAGES], "HWC")
+    assert any(x.shape != IMAGES[0].shape for x in hwc[0])
+    for i in range(8):
+        np.testing.assert_array_equal(hw[0][i], hwc[0][i][:, :, 0])
+        np.testing.assert_array_equal(floats[0][i], hwc[0][i].astype(np.float32))
+        for k in (1, 2):
+            np.testing.assert_array_equal(hw[k][i], hwc[k][i])

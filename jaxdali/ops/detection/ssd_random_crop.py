@@ -91,18 +91,16 @@ class SSDRandomCrop(Operator):
     def run(self, ctx, inputs, args):
         images, boxes, labels = inputs
         n = len(images)
-        if images.np_dtype != np.uint8 or images.ndim() != 3:
-            raise TypeError(f"fn.{_OP}: the image input must be uint8 HWC, got {images.np_dtype} with "
-                            f"{images.ndim()} dimensions")
+        if images.ndim() not in (2, 3):
+            raise TypeError(f"fn.{_OP}: the image input must be HW or HWC, got {images.ndim()} dimensions")
         if boxes.np_dtype != np.float32:
             raise TypeError(f"fn.{_OP}: the boxes must be float32, got {boxes.np_dtype}; convert with fn.cast")
         rows = Rows.of(boxes, _OP, 4, what="boxes input")
         counts = np.bincount(rows.sample, minlength=n)
         label_samples = labels.samples()
         for i, lab in enumerate(label_samples):
-            if lab.shape not in ((counts[i],), (counts[i], 1)):
-                raise ValueError(f"fn.{_OP}: labels of sample {i} must have shape [{counts[i]}] or [{counts[i]}, 1] "
-                                 f"(one per box), got {list(lab.shape)}")
+            if lab.ndim not in (1, 2) or lab.ndim == 2 and lab.shape[1] != 1:
+                raise ValueError(f"fn.{_OP}: labels of sample {i} must have shape [N] or [N, 1], got {list(lab.shape)}")
         attempts = int(self.args["num_attempts"])
         u = rng.uniform(ctx.sample_keys(self.seed), _ROUNDS * (1 + 4 * attempts)).reshape(n, _ROUNDS, -1)
         per_sample = np.split(rows.values, np.cumsum(counts)[:-1])
@@ -124,6 +122,9 @@ class SSDRandomCrop(Operator):
                 b = per_sample[i].astype(np.float64)
                 keep = (0.5 * (b[:, 0] + b[:, 2]) >= left) & (0.5 * (b[:, 0] + b[:, 2]) <= left + w) & \
                     (0.5 * (b[:, 1] + b[:, 3]) >= top) & (0.5 * (b[:, 1] + b[:, 3]) <= top + h)
+                if len(label_samples[i]) != len(b):  # DALI reads past the labels here; uncropped samples pass
+                    raise ValueError(f"fn.{_OP}: sample {i} is cropped, which keeps some of its {len(b)} boxes and "
+                                     f"their labels, but it has {len(label_samples[i])} labels: give one per box")
                 moved = (b[keep] - [left, top, left, top]) / [w, h, w, h]
                 out_boxes[i] = np.clip(moved, 0.0, 1.0).astype(np.float32)
                 out_labels[i] = np.array(label_samples[i][keep])
@@ -141,10 +142,13 @@ SSD_RANDOM_CROP = register(OpSchema(
     name=_OP, impl=SSDRandomCrop, devices=("cpu",), min_inputs=3, max_inputs=3, num_outputs=3,
     doc="""Deprecated in DALI (use ``fn.random_bbox_crop``): SSD's random crop of an image with its boxes.
 
-Inputs: a uint8 HWC image, float32 boxes [N, 4] (ltrb, normalised) and labels [N] (or [N, 1]).
+Inputs: an HWC or HW image (any type), float32 boxes [N, 4] (ltrb, normalised) and labels [N] (or
+[N, 1]); a sample that is cropped needs one label per box (DALI reads past the labels), one that is
+not cropped is passed through whatever its labels (as in DALI).
 Outputs: the cropped image, the kept boxes relative to the crop (clamped to [0, 1]) and their
 labels. See ``jaxdali.ops.detection.ssd_random_crop`` for the draw. Labels keep their input shape
-([K] or [K, 1]); DALI 2.4 returns [K] after a crop and fails on batches mixing [N, 1] labels.""",
+([K] or [K, 1]); DALI 2.4 returns [K] after a crop and fails on batches mixing [N, 1] labels. An HW
+image is cropped to an HW window, an image of any type like a uint8 one (DALI 2.4 fails on both).""",
     args=(Arg("num_attempts", "int", 1, "Windows tried per drawn IoU option before another option is drawn.",
               min=1),),
 ))

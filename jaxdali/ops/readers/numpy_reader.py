@@ -13,7 +13,6 @@ files are read ahead (``jaxdali.ops.readers.read_ahead``) unless the ROI is give
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any
 
 import numpy as np
@@ -22,11 +21,12 @@ from jaxdali.ops.convert import convert
 from jaxdali.ops.crop_plan import window_slices
 from jaxdali.ops.readers import npy_format, storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
+from jaxdali.ops.readers.file_listing import file_args, resolve_files
 from jaxdali.ops.readers.region import ROI_ARGS, check_roi_args, roi_box
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
-__all__ = ["NUMPY_READER", "list_numpy_files", "parse_numpy_file_list"]
+__all__ = ["NUMPY_READER"]
 
 
 #: Bytes of a file read first for a region: its header, and all of it when the file is small (most
@@ -36,51 +36,12 @@ _FIRST_READ = 64 * 1024
 _MAX_CACHED = 4096
 
 
-def list_numpy_files(root: str, file_filter: str) -> list[str]:
-    """Files matching ``file_filter`` (a case-sensitive glob on the file name) directly in ``root``,
-    named ``./name``, then in each sub-folder of ``root`` (sorted), named ``folder/name``.
-
-    Only one level of sub-folders is read; files are sorted by name within each folder (as DALI).
-    """
-    entries = storage.list_dir(root)
-    names = [f"./{n}" for n, is_dir in entries if not is_dir and fnmatch.fnmatchcase(n, file_filter)]
-    for folder in (n for n, is_dir in entries if is_dir):
-        names += [f"{folder}/{n}" for n, is_dir in storage.list_dir(storage.join(root, folder))
-                  if not is_dir and fnmatch.fnmatchcase(n, file_filter)]
-    return names
-
-
-def parse_numpy_file_list(list_path: str) -> list[str]:
-    """The file names in ``list_path``: one per line, taken whole (spaces included); empty lines skipped."""
-    return [line for line in storage.read_file(list_path).decode("utf-8").splitlines() if line]
-
-
 class NumpyReader(Reader):
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args
-        root, file_list, files = a["file_root"], a["file_list"], a["files"]
-        if file_list is not None and files is not None:
-            raise OpArgumentError("fn.readers.numpy: 'file_list' and 'files' are mutually exclusive")
-        # names: as DALI reports them in each sample's source_info; paths: where they are read from.
-        if file_list is not None:
-            names = parse_numpy_file_list(file_list)
-            paths = [storage.join(root if root is not None else storage.dirname(file_list), n) for n in names]
-            where = f"file_list {file_list!r}"
-        elif files is not None:
-            names = list(files)
-            paths = names if root is None else [storage.join(root, n) for n in names]
-            where = "'files'"
-        elif root is not None:
-            if not storage.isdir(root):
-                raise FileNotFoundError(f"fn.readers.numpy: file_root {root!r} is not a directory")
-            names = list_numpy_files(root, a["file_filter"])
-            paths = [storage.join(root, n[2:] if n.startswith("./") else n) for n in names]
-            where = f"{root!r} and its sub-folders matching {a['file_filter']!r}"
-        else:
-            raise OpArgumentError("fn.readers.numpy: give one of 'file_root', 'file_list' or 'files'")
-        if not names:
-            raise RuntimeError(f"fn.readers.numpy: No files found in {where}")
+        listing = resolve_files("readers.numpy", a)
+        names, paths = listing.names, listing.paths
         check_roi_args("readers.numpy", lambda n: n in node.arg_inputs or a.get(n) is not None)
         if a["use_o_direct"] and not a["dont_use_mmap"]:
             raise OpArgumentError("fn.readers.numpy: Cannot use use_o_direct with ``dont_use_mmap=False``.")
@@ -220,12 +181,7 @@ NUMPY_READER = register(OpSchema(
     doc=("Reads NumPy arrays from .npy files: all files matching 'file_filter' in 'file_root' and its "
          "sub-folders, the files named in 'file_list', or 'files'. Each output sample is one array with the "
          "file's dtype and shape, or the region of interest given by the roi arguments."),
-    args=(
-        Arg("file_root", "str", None, "Folder whose files (and its sub-folders' files) are read, or the base of "
-            "relative paths in 'file_list'/'files'; a local path or an fsspec URL."),
-        Arg("file_filter", "str", "*.npy", "Glob (case-sensitive) on the file names found under 'file_root'."),
-        Arg("file_list", "str", None, "Text file naming one file per line, relative to its folder or 'file_root'."),
-        Arg("files", "strs", None, "Explicit list of file paths (relative to 'file_root' if given)."),
+    args=file_args("*.npy", ".npy") + (
         Arg("roi_start", "ints", None, "Start of the region of interest, absolute.", tensor=True),
         Arg("rel_roi_start", "floats", None, "Start of the region of interest, relative to the shape.", tensor=True),
         Arg("roi_end", "ints", None, "End of the region of interest, absolute.", tensor=True),
