@@ -63,7 +63,7 @@ class NumpyReader(Reader):
         #: Bytes read first for a region when every file is local (else decided per file).
         self._first_read = None if remote else max(storage.LOCAL_GRANULARITY, _FIRST_READ)
         self.num_samples = len(names)
-        self.listing, self.listing_source = listing_fingerprint(names), where
+        self.listing, self.listing_source = listing_fingerprint(names), listing.where
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         if not self._roi_per_sample:
             self._init_read_ahead(paths)
