@@ -80,6 +80,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
     op = "crop_mirror_normalize"
     #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
     device_offload = True
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)

@@ -677,6 +677,7 @@ class ImageDecoder(Operator):
         self.strict = bool(self.args["strict_decoding"])
         self.replace = self.args["error_policy"] == "replace"
         self.skip_log = SkipLog(f"fn.{self.op}")
+        self.row_wise = not self.replace and node.device == "cpu"
         backend_status()  # import problems surface at build
         #: Decodes on the pipeline's CUDA device (``device="mixed"``; see ``jaxdali.ops.gpu_decode``), or None.
         self.device_decoder: gpu_decode.DeviceDecoder | None = None
