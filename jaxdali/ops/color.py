@@ -308,6 +308,8 @@ _INLINE_BYTES = 1 << 16
 class Cast(Operator):
     """Converts the element type: float -> integer rounds half away from zero and saturates."""
 
+    row_wise = True
+
     device_offload = True  # see CropMirrorNormalize.device_offload
 
     def __init__(self, node, build):
@@ -720,6 +722,8 @@ def _apply_matrix(x, m, offset, xp):
 
 class _ColorOp(LayoutAware, Operator):
     """Shared frame of the per-pixel colour operators: layouts, types, per-sample coefficients."""
+
+    row_wise = True
 
     device_offload = True  # see CropMirrorNormalize.device_offload
 

@@ -121,3 +121,56 @@ def test_a_corrupt_file_in_one_shard_raises_an_error_naming_it(digits_root, tmp_
         with _loader()(root=str(root), batch_size=16, num_threads=2, seed=1) as it:
             for _ in range(4):
                 next(it)
+
+
+def _u(lo, hi):
+    return fn.random.uniform(range=(lo, hi))
+
+
+#: Every row_wise operator with per-sample random arguments, after a decoder (the random operators
+#: themselves are row_wise too and draw the arguments).
+ROW_WISE_CASES = {
+    "cast": lambda x: fn.cast(x, dtype=types.FLOAT),
+    "brightness_contrast": lambda x: fn.brightness_contrast(x, brightness=_u(0.5, 1.5), contrast=_u(0.5, 1.5)),
+    "brightness": lambda x: fn.brightness(x, brightness=_u(0.5, 1.5)),
+    "contrast": lambda x: fn.contrast(x, contrast=_u(0.5, 1.5)),
+    "hue": lambda x: fn.hue(x, hue=_u(-30, 30)),
+    "saturation": lambda x: fn.saturation(x, saturation=_u(0.5, 1.5)),
+    "hsv": lambda x: fn.hsv(x, hue=_u(-30, 30), saturation=_u(0.5, 1.5), value=_u(0.5, 1.5)),
+    "color_twist": lambda x: fn.color_twist(x, brightness=_u(0.5, 1.5), hue=_u(-20, 20)),
+    "color_space_conversion": lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type=types.BGR),
+    "rotate": lambda x: fn.rotate(x, angle=_u(-30, 30), fill_value=0),
+    "warp_affine": lambda x: fn.warp_affine(x, matrix=fn.transforms.rotation(angle=_u(-20, 20), center=[4, 4]),
+                                            fill_value=0),
+    "gaussian_blur": lambda x: fn.gaussian_blur(x, sigma=_u(0.5, 1.5)),
+    "random_resized_crop": lambda x: fn.random_resized_crop(x, size=(6, 7)),
+    "crop": lambda x: fn.crop(x, crop=(5, 6), crop_pos_x=_u(0, 1), crop_pos_y=_u(0, 1)),
+    "flip": lambda x: fn.flip(x, horizontal=fn.random.coin_flip(), vertical=fn.random.coin_flip()),
+    "transpose": lambda x: fn.transpose(x, perm=[2, 0, 1]),
+    "resize": lambda x: fn.resize(x, resize_shorter=_u(6, 12)),
+    "normal": lambda x: x + fn.cast(fn.random.normal(shape=[3]), dtype=types.UINT8),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROW_WISE_CASES))
+def test_every_row_wise_operator_gives_each_pipeline_its_rows_alone(case, digits_root):
+    def graph(shard_id):
+        jpegs, _ = fn.readers.file(file_root=digits_root, random_shuffle=True, shard_id=shard_id, num_shards=2)
+        return ROW_WISE_CASES[case](fn.decoders.image(jpegs, output_type=types.RGB))
+
+    def make(shard_id, seed):
+        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=None, seed=seed)(shard_id=shard_id)
+
+    pipes = [make(k, seed) for k, seed in enumerate((21, 22))]
+    share_host_threads(pipes)
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
+    alone = [make(k, seed) for k, seed in enumerate((21, 22))]
+    try:
+        for _ in range(2):
+            for grouped, single in zip(pipes, alone):
+                (g,), (e,) = grouped.run(), single.run()
+                for a, b in zip(g.samples(), e.samples()):
+                    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    finally:
+        for pipe in pipes + alone:
+            pipe.close()
