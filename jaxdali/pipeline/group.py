@@ -30,6 +30,7 @@ import numpy as np
 
 from jaxdali.ops import rng
 from jaxdali.ops.operator import RunContext
+from jaxdali.pipeline.device_stage import DeviceValue
 from jaxdali.pipeline.executor import Cancelled, Prefetcher, Produced, QueueStats
 from jaxdali.pipeline.plan import HOST_OUTPUTS
 from jaxdali.pipeline.runner import GraphRunner, _Job
@@ -64,34 +65,36 @@ class GroupRunContext(RunContext):
 
 
 def form_group(parts: Sequence[GroupPart]) -> list["GroupMember"] | None:
-    """One ``GroupMember`` per part when the pipelines' operators after the sources are the same
-    ``row_wise`` host operators, wired the same way; None otherwise."""
+    """One ``GroupMember`` per part when the pipelines are the same graph and some operators after
+    the sources can be computed together (``row_wise`` host operators fed by the sources or by such
+    operators); None otherwise."""
     runners = [p.runner for p in parts]
     lead = runners[0]
     n, ns = len(lead.plan.steps), lead.plan.num_sources
     if any(len(r.plan.steps) != n or r.plan.num_sources != ns for r in runners):
         return None
-    if ns == n:
-        return None  # nothing after the sources to share
     positions = [_positions(r) for r in runners]
+    shared: set[int] = set()
     for k in range(ns, n):
-        node, op = lead.plan.steps[k]
-        if not (op.row_wise and node.device == "cpu" and node.batch_node is None):
+        node, _ = lead.plan.steps[k]
+        if not all(_same_node(node, positions[0], r.plan.steps[k][0], pos) for r, pos in zip(runners[1:], positions[1:])):
             return None
-        for r, pos in zip(runners[1:], positions[1:]):
-            other, other_op = r.plan.steps[k]
-            if not (other_op.row_wise and other.device == "cpu" and other.batch_node is None
-                    and _same_node(node, positions[0], other, pos)):
-                return None
+        fed = all(positions[0][id(i)][0] < ns or positions[0][id(i)][0] in shared
+                  for i in list(node.inputs) + list(node.arg_inputs.values()))
+        if fed and node.batch_node is None and node.device in ("cpu", "mixed") \
+                and all(r.plan.steps[k][1].row_wise for r in runners):
+            shared.add(k)
+    if not shared:
+        return None
     if any([positions[0][id(o)] for o in lead._outputs] != [pos[id(o)] for o in r._outputs]
            for r, pos in zip(runners[1:], positions[1:])):
         return None
     seeds: dict[int, tuple[int, ...]] = {}
-    for k in range(ns, n):
+    for k in shared:
         mine = tuple(r.plan.steps[k][1].seed for r in runners)
         if seeds.setdefault(mine[0], mine) != mine:
             return None  # two operators share a seed in one pipeline but not in another
-    return PipelineGroup(parts, positions, seeds).members
+    return PipelineGroup(parts, frozenset(shared), seeds).members
 
 
 def _positions(runner: GraphRunner) -> dict[int, tuple[int, int]]:
@@ -123,6 +126,15 @@ def _same_value(x, y) -> bool:
         return False
 
 
+def _split(value, sizes: list[int]) -> list:
+    """A merged batch cut back into the pipelines' batches (views)."""
+    if isinstance(value, TensorListCPU):
+        return value.split(sizes)
+    if isinstance(value, DeviceValue) and value.host is not None and value.ref is None and value.array is None:
+        return [DeviceValue(host=part) for part in value.host.split(sizes)]
+    raise RuntimeError(f"a merged batch of {type(value).__name__} cannot be split")  # computed pipeline by pipeline
+
+
 class _KeepingValues(dict):
     """A merged job's values: releases (``pop``) of the ``keep`` keys are ignored."""
 
@@ -141,7 +153,7 @@ _SKIPPED = object()
 class PipelineGroup:
     """Runs the rounds of a group of pipelines (see the module docstring) on one ``Prefetcher``."""
 
-    def __init__(self, parts: Sequence[GroupPart], positions: list[dict], seeds: dict[int, tuple[int, ...]]):
+    def __init__(self, parts: Sequence[GroupPart], shared: frozenset[int], seeds: dict[int, tuple[int, ...]]):
         self._parts = list(parts)
         self._runners = [p.runner for p in parts]
         self._seeds = seeds
@@ -152,6 +164,7 @@ class PipelineGroup:
                          for r in self._runners]
         self._from_lead = [{v: k for k, v in m.items()} for m in self._to_lead]
         self._finish_steps = range(lead.plan.num_sources, len(lead.plan.steps))
+        self._shared = shared  # the steps computed once per round (unless a member records them on the device)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._rounds: collections.deque[tuple[int, ...]] = collections.deque()  # scheduled, not begun
@@ -221,7 +234,7 @@ class PipelineGroup:
         if merged.ctx.replaced:
             raise RuntimeError("a row_wise operator replaced rows")  # computed again, pipeline by pipeline
         sizes = [job.ctx.batch_size for _, job in entries]
-        pieces = {key: value.split(sizes) for key, value in merged.values.items()}
+        pieces = {key: _split(value, sizes) for key, value in merged.values.items()}
         for i, (m, job) in enumerate(entries):
             back = self._from_lead[m]
             job.values.clear()
@@ -236,11 +249,11 @@ class PipelineGroup:
     def _merged_steps(self, entries) -> frozenset[int]:
         """The steps computed once for the round: those after the sources that no pipeline of the round
         records into its device stage (empty when the pipelines' device stages differ)."""
-        offloaded = {frozenset(k for k in self._finish_steps if id(self._runners[m].plan.steps[k][0]) in job.mode.offloaded)
+        offloaded = {frozenset(k for k in self._shared if id(self._runners[m].plan.steps[k][0]) in job.mode.offloaded)
                      for m, job in entries}
         if len(offloaded) != 1:
             return frozenset()
-        return frozenset(self._finish_steps) - offloaded.pop()
+        return self._shared - offloaded.pop()
 
     def _merge(self, entries) -> _Job | None:
         """One job holding the round's source outputs, pipeline after pipeline (None: not mergeable)."""

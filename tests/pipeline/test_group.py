@@ -174,3 +174,33 @@ def test_every_row_wise_operator_gives_each_pipeline_its_rows_alone(case, digits
     finally:
         for pipe in pipes + alone:
             pipe.close()
+
+
+@pytest.mark.parametrize("how", ["gpu", "mixed"])
+def test_operators_after_a_transfer_or_a_mixed_decoder_stay_with_their_pipeline(how, digits_root):
+    # The shared part ends where data moves to the device (.gpu(), device="mixed" decoders on a machine
+    # without a CUDA decoder decode on the host and stay shared); what follows runs per pipeline.
+    def graph(shard_id):
+        jpegs, labels = fn.readers.file(file_root=digits_root, random_shuffle=True, shard_id=shard_id, num_shards=2)
+        if how == "mixed":
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
+        else:
+            images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB).gpu()
+        images = fn.resize(images, resize_x=8, resize_y=9)
+        return fn.crop_mirror_normalize(images, dtype=types.FLOAT, mirror=fn.random.coin_flip()), labels
+
+    def make(shard_id, seed):
+        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=0, seed=seed)(shard_id=shard_id)
+
+    pipes = [make(k, seed) for k, seed in enumerate((31, 32))]
+    share_host_threads(pipes)
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
+    alone = [make(k, seed) for k, seed in enumerate((31, 32))]
+    try:
+        for _ in range(2):
+            for grouped, single in zip(pipes, alone):
+                for g, e in zip(grouped.run(), single.run()):
+                    np.testing.assert_array_equal(np.asarray(g.as_cpu().as_array()), np.asarray(e.as_cpu().as_array()))
+    finally:
+        for pipe in pipes + alone:
+            pipe.close()
