@@ -174,9 +174,17 @@ class PipelineGroup:
         for r in self._runners:
             r.overlap(producers)
         self.members = [GroupMember(self, i, p.name) for i, p in enumerate(parts)]
+        self._round_hook: Callable[[list], list] | None = None
         self._producer = Prefetcher(lambda: self._finish_round(self._begin_round()),
                                     f"group-{parts[0].name}", self._begin_round, self._finish_round, producers,
                                     cancel=self._cancel, on_stop=self._close_runners)
+
+    def set_round_hook(self, hook: Callable[[list], list] | None) -> None:
+        """``hook(batches)``, called on the producer thread with the ``PipelineBatch`` of every pipeline
+        when a round holds all of them, returns the batches to queue instead (the JAX iterator runs
+        the group's device program there, ahead of ``next()``). When it raises, the batches are
+        queued as they were (the consumer then meets the error where it would have)."""
+        self._round_hook = hook
 
     # -- producer side: one round -----------------------------------------------------------------------
     def _begin_round(self):
@@ -207,6 +215,17 @@ class PipelineGroup:
                 outcomes = [self._finish_alone(m, job) for m, job in entries]
             for (m, _), produced in zip(entries, outcomes):
                 results[m] = self._halt(m, produced) if produced.error is not None else produced
+            if self._round_hook is not None and len(entries) == len(self.members) \
+                    and all(p.error is None for p in outcomes):
+                try:
+                    batches = self._round_hook([p.outputs for p in outcomes])
+                except Cancelled:
+                    raise
+                except Exception:  # noqa: BLE001 - left to the consumer, which meets it again
+                    batches = None
+                if batches is not None:
+                    for (m, _), produced, batch in zip(entries, outcomes, batches):
+                        produced.outputs = batch
         return results, None
 
     def _finish_alone(self, m: int, job: _Job, done: frozenset[int] = frozenset()) -> Produced:
@@ -358,6 +377,10 @@ class GroupMember:
     @property
     def producers(self) -> int:
         return self._group._producer.producers
+
+    @property
+    def group(self) -> PipelineGroup:
+        return self._group
 
     @property
     def closed(self) -> bool:

@@ -14,7 +14,7 @@ from jaxdali.ops.operator import BuildContext, Operator
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.pipeline.executor import HostSlots, Prefetcher, worker_pool
-from jaxdali.pipeline.group import GroupMember, GroupPart, form_group
+from jaxdali.pipeline.group import GroupMember, GroupPart, PipelineGroup, form_group
 from jaxdali.ops.graph import DataNode, Graph, GraphScope, constant_node, current_graph, default_constant_array, reachable_ops
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type
@@ -697,6 +697,15 @@ def _check_output_contract(outputs: Sequence, contract: tuple, n_outputs: int) -
                     raise ValueError(f"Pipeline output {i}: expected ndim {want}, got {out.ndim()}")
             elif out.layout() != want:
                 raise ValueError(f"Pipeline output {i}: expected layout {want!r}, got {out.layout()!r}")
+
+
+def host_group(pipelines: Sequence[Pipeline]) -> PipelineGroup | None:
+    """The ``PipelineGroup`` that computes the batches of all of ``pipelines``, if they form one."""
+    members = [getattr(pipe, "_prefetcher", None) for pipe in pipelines]
+    if not members or not all(isinstance(m, GroupMember) for m in members):
+        return None
+    group = members[0].group
+    return group if all(m.group is group for m in members) and len(group.members) == len(members) else None
 
 
 def share_host_threads(pipelines: Sequence[Pipeline]) -> None:
