@@ -228,6 +228,30 @@ class TensorListCPU(_TensorListBase):
     def as_cpu(self) -> "TensorListCPU":
         return self
 
+    @classmethod
+    def concat(cls, batches: Sequence["TensorListCPU"]) -> "TensorListCPU":
+        """The samples of ``batches`` (same layout) as one batch, in order: one concatenated array when
+        every batch is one array of the same sample shape and dtype, else the samples themselves (no copy)."""
+        arrays = [b._dense for b in batches]
+        if all(a is not None for a in arrays) and len({(a.shape[1:], a.dtype) for a in arrays}) == 1:
+            data = np.concatenate(arrays)
+        else:
+            data = [s for b in batches for s in b.samples()]
+        infos = [b.source_info for b in batches]
+        info = None if any(i is None for i in infos) else [x for i in infos for x in i]
+        return cls(data, batches[0].layout(), info)
+
+    def split(self, sizes: Sequence[int]) -> list["TensorListCPU"]:
+        """The batch cut into consecutive batches of ``sizes`` samples (views of this batch's memory)."""
+        out, start = [], 0
+        for n in sizes:
+            rows = slice(start, start + n)
+            data = self._dense[rows] if self._dense is not None else self._samples[rows]
+            info = None if self.source_info is None else self.source_info[rows]
+            out.append(type(self)(data, self._layout, info))
+            start += n
+        return out
+
     @property
     def __array_interface__(self) -> dict:
         # Only dense batches have one (AttributeError otherwise, so NumPy falls back to __array__, which

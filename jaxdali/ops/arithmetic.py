@@ -99,6 +99,8 @@ def _align(x, rank: int, xp):
 class Constant(Operator):
     """Every sample is the same array."""
 
+    row_wise = True
+
     def __init__(self, node, build):
         super().__init__(node, build)
         self._value = np.asarray(node.args["value"])
@@ -121,6 +123,8 @@ _SPLIT_BYTES = 1 << 20
 
 class Binary(Operator):
     """Elementwise binary arithmetic with per-sample NumPy broadcasting."""
+
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -183,6 +187,8 @@ _UNARY_FUNCS = {"neg": "negative", "abs": "abs", "invert": "invert"}
 class Unary(Operator):
     """Elementwise ``-a``, ``abs(a)`` or ``~a``; the type is kept (unsigned negation wraps around)."""
 
+    row_wise = True
+
     def __init__(self, node, build):
         super().__init__(node, build)
         self._op = node.args["op"]
@@ -219,6 +225,8 @@ NODE_BOUND = "node"
 
 class Subscript(Operator):
     """Per-sample indexing: integers remove an axis, slices keep it (bounds clamp as in Python)."""
+
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)

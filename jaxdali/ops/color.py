@@ -80,6 +80,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
     op = "crop_mirror_normalize"
     #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
     device_offload = True
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -306,6 +307,8 @@ _INLINE_BYTES = 1 << 16
 
 class Cast(Operator):
     """Converts the element type: float -> integer rounds half away from zero and saturates."""
+
+    row_wise = True
 
     device_offload = True  # see CropMirrorNormalize.device_offload
 
@@ -719,6 +722,8 @@ def _apply_matrix(x, m, offset, xp):
 
 class _ColorOp(LayoutAware, Operator):
     """Shared frame of the per-pixel colour operators: layouts, types, per-sample coefficients."""
+
+    row_wise = True
 
     device_offload = True  # see CropMirrorNormalize.device_offload
 

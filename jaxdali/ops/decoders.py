@@ -692,6 +692,8 @@ class ImageDecoder(Operator):
                 self.device_decoder = gpu_decode.DeviceDecoder(
                     lambda: gpu_decode.gpu_decoder(device, codec_options), device)
         self.device_params = _device_params(self.spec) if self.device_decoder is not None else None
+        # Decoding on the host (device="cpu", or "mixed" without a CUDA decoder), rows never replaced.
+        self.row_wise = not self.replace and self.device_decoder is None
 
     def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int]):
         """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators)."""

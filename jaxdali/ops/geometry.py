@@ -41,6 +41,7 @@ class Crop(LayoutAware, Operator):
 
     #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
     device_offload = True
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)
@@ -133,6 +134,7 @@ class Flip(LayoutAware, Operator):
 
     #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
     device_offload = True
+    row_wise = True
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
@@ -178,6 +180,7 @@ class Transpose(LayoutAware, Operator):
 
     #: May run in the device stage of a device-output pipeline (``run_jax`` equals ``run`` bit for bit).
     device_offload = True
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)

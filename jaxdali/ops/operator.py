@@ -158,7 +158,7 @@ class Operator:
       ``run_windowed`` on the producer, ``input_windows`` on the reader;
     * state: ``state``, ``restore``, ``check_restored_position``, ``can_reshard``, ``resume_info``;
     * sources: ``ends_epochs``, ``takes_fed_data``, ``feed``, ``reader_meta``, ``start_epoch``;
-    * ``skip_log`` (``error_policy="replace"``), ``cancel``, ``close``.
+    * ``skip_log`` (``error_policy="replace"``), ``row_wise``, ``cancel``, ``close``.
 
     A hook typed ``Callable | None`` is offered by defining a method of that name; the runner decides
     at build time, from these declarations, what runs where (``jaxdali.pipeline.plan``).
@@ -207,6 +207,12 @@ class Operator:
 
     #: The samples replaced under ``error_policy="replace"``; None for operators without that policy.
     skip_log: "SkipLog | None" = None
+
+    #: Output row i is a function of input row i, the arguments of row i and row i of
+    #: ``ctx.sample_keys`` only (no batch-wide statistics, no row replacements): the runner may then
+    #: compute the batches of several pipelines with the same graph in one call
+    #: (``jaxdali.pipeline.group``), each row's values unchanged.
+    row_wise: bool = False
 
     def check_device_args(self, args: ArgValues) -> None:
         """Validates per-sample argument values on the host before the device program is recorded

@@ -29,6 +29,7 @@ class _RandomOp(Operator):
 
     default_dtype = DALIDataType.FLOAT
     input_is_data = False  # choice's first input holds the values, not a shape reference
+    row_wise = True
 
     def _shapes(self, inputs, args, n: int) -> list[tuple[int, ...]]:
         if args.is_per_sample("shape"):

@@ -104,6 +104,7 @@ _SIZE_METHODS = (("resize_x", "resize_y", "resize_z"), ("size",), ("resize_short
 class Resize(Operator):
     """``fn.resize``: the host implementation (``device="gpu"`` runs the same code)."""
 
+    row_wise = True
     def __init__(self, node, build):
         super().__init__(node, build)
         self.op = node.schema.name
@@ -257,6 +258,7 @@ class RandomResizedCrop(Operator):
 
     #: Stream of ``rng.uniform`` used for the window draws (the decoder's, so equal seeds give equal windows).
     STREAM = 0
+    row_wise = True
 
     def __init__(self, node, build):
         super().__init__(node, build)

@@ -156,6 +156,8 @@ def _warp_frames(frames: np.ndarray, index_matrix: np.ndarray, out: np.ndarray, 
 class _Warp(Operator):
     """Shared run loop: per-sample output sizes and matrices, then ``cv2.warpAffine`` on the pool."""
 
+    row_wise = True
+
     op = ""
 
     def __init__(self, node, build):

@@ -18,7 +18,8 @@ class PipelineBatch:
         row (not real samples), ascending.
       prepared: what the iterator's finisher (``Pipeline.set_output_device``) made of the outputs on
         the producer thread, one entry per output (None where it made nothing); None without a
-        finisher.
+        finisher. For a batch whose device stage is deferred, its ``PendingOutputs``; once a group's
+        program ran it, that program's whole outputs (held until the iterator has taken the batch).
     """
 
     outputs: tuple

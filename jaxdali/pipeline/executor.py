@@ -291,6 +291,20 @@ class Prefetcher:
         """Producer threads (2 when batches overlap)."""
         return self._producers
 
+    def unstarted(self) -> bool:
+        """Whether no batch was ever scheduled (no producer thread started) and it is open."""
+        with self._lock:
+            return not self._threads and not self._closed
+
+    def abandon(self) -> None:
+        """Retires a prefetcher that never started, leaving ``on_stop`` uncalled: its pipeline's batches
+        are produced elsewhere now (``jaxdali.pipeline.group``), by what closes its operators."""
+        with self._lock:
+            if self._threads:
+                raise RuntimeError(f"prefetcher {self._name!r} has started; it cannot be abandoned")
+            self._closed = self._stopped = True
+        _PREFETCHERS.discard(self)
+
     def share_slots(self, slots: HostSlots | None) -> None:
         """Computes each batch holding a slot of ``slots`` (shared with other pipelines; None: no limit)."""
         self._slots = slots

@@ -14,6 +14,7 @@ from jaxdali.ops.operator import BuildContext, Operator
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.pipeline.executor import HostSlots, Prefetcher, worker_pool
+from jaxdali.pipeline.group import GroupMember, GroupPart, PipelineGroup, form_group
 from jaxdali.ops.graph import DataNode, Graph, GraphScope, constant_node, current_graph, default_constant_array, reachable_ops
 from jaxdali.pipeline.runner import GraphRunner
 from jaxdali.types import PipelineAPIType, to_dali_type
@@ -108,7 +109,8 @@ class Pipeline:
         self._built = False
         self._build_lock = threading.RLock()
         self._runner: GraphRunner | None = None
-        self._prefetcher: Prefetcher | None = None
+        self._prefetcher: Prefetcher | GroupMember | None = None
+        self._group_part: GroupPart | None = None
         self._built_ops: dict[str, Operator] = {}
         self._api_type: PipelineAPIType | None = None
         self._need_prefetch = True
@@ -230,8 +232,8 @@ class Pipeline:
                 _check_output_contract(batch.outputs, contract, n_outputs)
                 return batch, snapshot
 
-            def finish(job):
-                batch, snapshot = runner.finish_iteration(job)
+            def finish(job, done=frozenset()):
+                batch, snapshot = runner.finish_iteration(job, done)
                 _check_output_contract(batch.outputs, contract, n_outputs)
                 return batch, snapshot
 
@@ -242,6 +244,7 @@ class Pipeline:
             prefetcher = Prefetcher(produce, self._display_name(), runner.begin_iteration, finish, producers,
                                     cancel=runner.cancel, on_stop=runner.close)
             self._runner, self._prefetcher = runner, prefetcher
+            self._group_part = GroupPart(runner, finish, self._display_name(), producers)
             # Neither the producers nor anything they hold refer to this object, so dropping the last
             # reference stops them at once, with no garbage collection. The finalizer may run inside a
             # collection on any thread, even one holding locks that the producers wait for, so it only
@@ -482,6 +485,14 @@ class Pipeline:
         self._runner.overlap(pipelines * self._prefetcher.producers)
         self._prefetcher.share_slots(slots)
 
+    def _join_group(self, member: GroupMember) -> None:
+        """Takes batches from ``member`` (a ``PipelineGroup``'s) instead of this pipeline's own producer,
+        which never started."""
+        self._finalizer.detach()
+        self._prefetcher.abandon()
+        self._prefetcher = member
+        self._finalizer = weakref.finalize(self, _stop_producers, member)
+
     def set_output_device(self, device, finish=None, defer: bool = False) -> None:
         """Device-output mode, set by framework iterators (the JAX iterator does it for pipelines with a
         ``device_id``): every dense output becomes a ``jax.Array`` on ``device``, placed by the producer
@@ -688,10 +699,21 @@ def _check_output_contract(outputs: Sequence, contract: tuple, n_outputs: int) -
                 raise ValueError(f"Pipeline output {i}: expected layout {want!r}, got {out.layout()!r}")
 
 
+def host_group(pipelines: Sequence[Pipeline]) -> PipelineGroup | None:
+    """The ``PipelineGroup`` that computes the batches of all of ``pipelines``, if they form one."""
+    members = [getattr(pipe, "_prefetcher", None) for pipe in pipelines]
+    if not members or not all(isinstance(m, GroupMember) for m in members):
+        return None
+    group = members[0].group
+    return group if all(m.group is group for m in members) and len(group.members) == len(members) else None
+
+
 def share_host_threads(pipelines: Sequence[Pipeline]) -> None:
     """Schedules the host work of an iterator's pipelines (one per device) as one pipeline's.
 
-    A batch of any of them is computed only while holding one of ``num_threads`` shared slots, and
+    Pipelines of one definition whose operators after the sources are ``row_wise`` form a
+    ``PipelineGroup`` (``jaxdali.pipeline.group``): one pipeline's producers compute every pipeline's
+    batch of a round together. Otherwise a batch of any of them is computed only while holding one of ``num_threads`` shared slots, and
     spreads its per-sample work over ``num_threads // (pipelines x producers)`` threads (at least one).
     Without it, every pipeline's producers compute at once on cores sized for one pipeline's
     ``num_threads``: more batches alive (memory) and threads contending for cores and the GIL.
@@ -699,6 +721,14 @@ def share_host_threads(pipelines: Sequence[Pipeline]) -> None:
     Builds the pipelines; call before the first batch is scheduled.
     """
     if len(pipelines) < 2:
+        return
+    for pipe in pipelines:
+        pipe.build()
+    unstarted = all(isinstance(pipe._prefetcher, Prefetcher) and pipe._prefetcher.unstarted() for pipe in pipelines)
+    members = form_group([pipe._group_part for pipe in pipelines]) if unstarted else None
+    if members is not None:
+        for pipe, member in zip(pipelines, members):
+            pipe._join_group(member)
         return
     slots = HostSlots(max(pipe.num_threads for pipe in pipelines))
     for pipe in pipelines:

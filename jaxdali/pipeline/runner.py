@@ -204,13 +204,15 @@ class GraphRunner:
         finally:
             self._add_time("busy", time.perf_counter() - start)
 
-    def finish_iteration(self, job: "_Job") -> tuple[PipelineBatch, dict]:
+    def finish_iteration(self, job: "_Job", done: frozenset[int] = frozenset()) -> tuple[PipelineBatch, dict]:
         """The rest of the iteration begun as ``job``: the operators after the sources (pure
-        functions of their inputs), then the outputs; returns (the batch, state after it)."""
+        functions of their inputs) but the steps ``done`` already (``jaxdali.pipeline.group``), then
+        the outputs; returns (the batch, state after it)."""
         start = time.perf_counter()
         try:
             for k in range(self._num_sources, len(self._ops)):
-                self._step(k, job)
+                if k not in done:
+                    self._step(k, job)
             placed = time.perf_counter()
             replaced = tuple(sorted(job.ctx.replaced))
             pending = self._collect_outputs(job.values, job.program, job.mode.device, replaced)

@@ -89,7 +89,9 @@ def test_every_shard_of_an_8_device_run_equals_its_pipeline_alone(monkeypatch):
     for batch in batches:
         assert batch["images"].sharding == sharding and batch["labels"].sharding == sharding
         got.append((np.asarray(batch["images"]), np.asarray(batch["labels"])))
-    assert together == [DEVICES] * steps  # each global batch: one program for the 8 devices
+    # Each global batch: one program for the 8 devices (run on the producer thread, so the batches
+    # prefetched past the last one taken have run theirs too).
+    assert len(together) >= steps and set(together) == {DEVICES}
     for (images, labels), (want_images, want_labels) in zip(got, _alone(DEVICES, steps, seed=11)):
         assert images.shape == (BATCH * DEVICES, 3, 32, 32)
         np.testing.assert_array_equal(images, want_images)

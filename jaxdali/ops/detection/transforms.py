@@ -62,6 +62,8 @@ def _sin_cos(deg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _Transform(Operator):
     """Shared part: ndim inference, composition with the optional input transform, float32 output."""
 
+    row_wise = True
+
     op = ""
     #: Arguments that are vectors of ndim values (a one-element vector broadcasts where allowed).
     vector_args: tuple[str, ...] = ()
@@ -262,6 +264,8 @@ class Crop(_Transform):
 
 class Combine(Operator):
     """``fn.transforms.combine``: the inputs chained, the first applied first."""
+
+    row_wise = True
 
     op = "transforms.combine"
 

@@ -72,6 +72,8 @@ def _converter(how: np.ndarray | int) -> Callable[[np.ndarray, np.ndarray], None
 class ColorSpaceConversion(Operator):
     """Converts uint8 channel-last images between RGB, BGR, GRAY and YCbCr."""
 
+    row_wise = True
+
     op = "color_space_conversion"
 
     def __init__(self, node, build):

@@ -56,6 +56,8 @@ def _per_axis(name: str, value, axes: str, who: str) -> list:
 class GaussianBlur(Operator):
     """Per-sample Gaussian kernels from ``sigma``/``window_size``; one cv2 pass per plane (and per D)."""
 
+    row_wise = True
+
     def __init__(self, node, build):
         super().__init__(node, build)
         dtype = self.args["dtype"]

@@ -52,12 +52,16 @@ class DeviceGroup:
         stages = [b.prepared for b in batches]
         if not any(isinstance(s, PendingOutputs) for s in stages):
             return batches
+        keep = None
         with self._lock:  # one program run at a time: the recycler lends each buffer once
             if all(isinstance(s, PendingOutputs) for s in stages) and self._groupable(stages):
-                outputs = self._run_together(stages)
+                outputs, keep = self._run_together(stages)
             else:  # e.g. a pipeline that checks its outputs does not defer: each runs its own
                 outputs = [s.resolve() if isinstance(s, PendingOutputs) else b.outputs for s, b in zip(stages, batches)]
-        return [PipelineBatch(tuple(out), b.replaced_rows) for out, b in zip(outputs, batches)]
+        # ``prepared`` holds the program's whole outputs until the iterator has made its arrays of their
+        # shards (which then keep them): until then no later program (the producer thread runs them ahead
+        # of next()) may be lent their memory.
+        return [PipelineBatch(tuple(out), b.replaced_rows, keep) for out, b in zip(outputs, batches)]
 
     # -- whether one program serves every pipeline ------------------------------------------------------
     def _groupable(self, stages: list[PendingOutputs]) -> bool:
@@ -104,7 +108,8 @@ class DeviceGroup:
         return same
 
     # -- one program for the group ---------------------------------------------------------------------
-    def _run_together(self, stages: list[PendingOutputs]) -> list[list]:
+    def _run_together(self, stages: list[PendingOutputs]) -> tuple[list[list], tuple]:
+        """Every pipeline's outputs, and the program's whole outputs (whose shards they are)."""
         import jax
 
         first = stages[0]
@@ -128,11 +133,12 @@ class DeviceGroup:
         placed = jax.device_put(arrays, targets, may_alias=alias) if arrays else []
         per_device = num_leaves + len(places)
         results: dict[int, Any] = {}
+        wholes: tuple = ()
         if wanted:
             leaves = [jax.make_array_from_single_device_arrays(
                 (len(stages),) + tuple(placed[j].shape[1:]), self._sharding,
                 [placed[k * per_device + j] for k in range(len(stages))]) for j in range(num_leaves)]
-            results = self._run_program(first.program, wanted, leaves)
+            results, wholes = self._run_program(first.program, wanted, leaves)
         outputs = []
         for k, stage in enumerate(stages):
             placed_here = {i: placed[k * per_device + num_leaves + n] for n, i in enumerate(places)}
@@ -140,10 +146,11 @@ class DeviceGroup:
                 lambda ref, k=k: results[ref][k],
                 lambda i, host, may_alias, what, placed_here=placed_here:
                     TensorListGPU(placed_here[i], host.layout(), host.source_info)))
-        return outputs
+        return outputs, wholes
 
-    def _run_program(self, program, wanted: tuple[int, ...], leaves: list) -> dict[int, list]:
-        """Runs ``program`` on every device's leaves; returns, per wanted ref, its array on each device."""
+    def _run_program(self, program, wanted: tuple[int, ...], leaves: list) -> tuple[dict[int, list], tuple]:
+        """Runs ``program`` on every device's leaves; returns, per wanted ref, its array on each device,
+        and the program's outputs."""
         import jax
 
         structure = program.structure(wanted)
@@ -171,7 +178,7 @@ class DeviceGroup:
                 shards[position[shard.device]] = shard.data
             note_parts(out, shards)  # the iterator's global arrays made of them keep ``out`` from reuse
             results[ref] = shards
-        return results
+        return results, tuple(outs)
 
     def _function(self, program, wanted: tuple[int, ...], structure: tuple, donated: tuple[int, ...]):
         """The jitted group program: the pipeline's program on each device's own leaves."""

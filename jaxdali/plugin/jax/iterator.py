@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from jaxdali.pipeline.batch import PipelineBatch
-from jaxdali.pipeline.pipeline import share_host_threads
+from jaxdali.pipeline.pipeline import host_group, share_host_threads
 from jaxdali.plugin.driver import _DaliBaseIterator
 from jaxdali.plugin.epoch_counter import LastBatchPolicy
 from jaxdali.tensors import TensorListGPU
@@ -113,6 +113,9 @@ class DALIGenericIterator(_DaliBaseIterator):
                     set(sh.device_set) == {device} for sh in self._shardings.values())
                 pipe.set_output_device(device, _global_arrays(output_map, self._shardings) if single else None,
                                        defer=self._group is not None)
+        host = host_group(pipes) if self._group is not None else None
+        if host is not None:  # the group's device program runs on the producer thread, ahead of next()
+            host.set_round_hook(self._group.resolve)
         super().__init__(pipelines, size=size, reader_name=reader_name, auto_reset=auto_reset,
                          last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
                          prepare_first_batch=prepare_first_batch)

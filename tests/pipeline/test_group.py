@@ -1,0 +1,206 @@
+"""Pipelines of one definition computed in rounds (``jaxdali.pipeline.group``): one group for an
+iterator's pipelines, every shard's batches equal to its pipeline run alone (random draws
+included, whatever each pipeline's seed), exact resume, and errors that name their file."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+import jax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxdali import fn, pipeline_def, types
+from jaxdali.ops.decoders import ImageDecodeError
+from jaxdali.pipeline.group import GroupMember
+from jaxdali.pipeline.pipeline import share_host_threads
+from jaxdali.plugin.jax import data_iterator
+
+needs8 = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8")
+
+
+def _graph(root, shard_id=0, num_shards=1):
+    """A training graph whose operators after the sources are all row_wise (random crops and flips)."""
+    jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, shard_id=shard_id, num_shards=num_shards,
+                                    name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=[0.3, 1.0])
+    images = fn.resize(images, resize_x=12, resize_y=10)
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, mean=[100.0, 110.0, 120.0], std=[50.0, 60.0, 70.0],
+                                      mirror=fn.random.coin_flip(probability=0.5))
+    return images, labels, fn.random.uniform(range=(0.0, 1.0))
+
+
+def _alone(root, shard_id, num_shards, seed, batch_size):
+    return pipeline_def(_graph, batch_size=batch_size, num_threads=1, device_id=None, seed=seed)(
+        root=root, shard_id=shard_id, num_shards=num_shards)
+
+
+def _shards_alone(root, seed, steps, shards=8, batch_size=4):
+    """Per step: each output, the shards' batches of their own pipelines concatenated."""
+    pipes = [_alone(root, k, shards, seed, batch_size) for k in range(shards)]
+    try:
+        out = []
+        for _ in range(steps):
+            runs = [pipe.run() for pipe in pipes]
+            out.append([np.concatenate([np.asarray(r[j].as_array()) for r in runs]) for j in range(3)])
+        return out
+    finally:
+        for pipe in pipes:
+            pipe.close()
+
+
+def _loader():
+    sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), P("batch"))
+    return data_iterator(_graph, output_map=["images", "labels", "u"], reader_name="Reader", sharding=sharding)
+
+
+def _take(it, steps):
+    return [[np.asarray(b[k]) for k in ("images", "labels", "u")] for b in (next(it) for _ in range(steps))]
+
+
+@needs8
+def test_data_iterator_over_8_devices_runs_one_group_and_each_shard_equals_its_pipeline_alone(digits_root):
+    it = _loader()(root=digits_root, batch_size=32, num_threads=2, seed=5)
+    members = [pipe._prefetcher for pipe in it._pipes]
+    assert all(isinstance(m, GroupMember) for m in members)
+    assert len({id(m._group) for m in members}) == 1
+    got = _take(it, 3)
+    expected = _shards_alone(digits_root, seed=5, steps=3)
+    for step, (g, e) in enumerate(zip(got, expected)):
+        for j in range(3):
+            np.testing.assert_array_equal(g[j], e[j], err_msg=f"step {step}, output {j}")
+    it.close()
+
+
+@needs8
+def test_a_group_resumes_from_its_checkpoints_exactly(digits_root):
+    kwargs = dict(root=digits_root, batch_size=16, num_threads=2, seed=9, enable_checkpointing=True)
+    first = _loader()(**kwargs)
+    _take(first, 2)
+    checkpoints = first.checkpoints()
+    expected = _take(first, 3)
+    first.close()
+    restored = _loader()(**kwargs, checkpoints=checkpoints)
+    assert isinstance(restored._pipes[0]._prefetcher, GroupMember)
+    for g, e in zip(_take(restored, 3), expected):
+        for j in range(3):
+            np.testing.assert_array_equal(g[j], e[j])
+    restored.close()
+
+
+def test_pipelines_with_their_own_seeds_draw_their_own_numbers_when_run_one_by_one(digits_root):
+    # Driven by run(), one pipeline at a time: each round holds the one pipeline that asked (a
+    # partial round), and each draws with its own seed.
+    pipes = [_alone(digits_root, k, 2, seed, 4) for k, seed in enumerate((11, 12))]
+    share_host_threads(pipes)
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes)
+    alone = [_alone(digits_root, k, 2, seed, 4) for k, seed in enumerate((11, 12))]
+    try:
+        for _ in range(3):
+            for grouped, single in zip(pipes, alone):
+                for g, e in zip(grouped.run(), single.run()):
+                    np.testing.assert_array_equal(g.as_array(), e.as_array())
+    finally:
+        for pipe in pipes + alone:
+            pipe.close()
+
+
+@needs8
+def test_a_corrupt_file_in_one_shard_raises_an_error_naming_it(digits_root, tmp_path):
+    root = tmp_path / "photos"
+    for label in ("0", "1"):
+        (root / label).mkdir(parents=True)
+        for path in sorted(pathlib.Path(digits_root, label).iterdir())[:8]:
+            shutil.copy(path, root / label / path.name)
+    (root / "1" / "zz_broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not an image" * 10)
+    with pytest.raises(ImageDecodeError, match="zz_broken.png"):  # the iterator takes the first batch at once
+        with _loader()(root=str(root), batch_size=16, num_threads=2, seed=1) as it:
+            for _ in range(4):
+                next(it)
+
+
+def _u(lo, hi):
+    return fn.random.uniform(range=(lo, hi))
+
+
+#: Every row_wise operator with per-sample random arguments, after a decoder (the random operators
+#: themselves are row_wise too and draw the arguments).
+ROW_WISE_CASES = {
+    "cast": lambda x: fn.cast(x, dtype=types.FLOAT),
+    "brightness_contrast": lambda x: fn.brightness_contrast(x, brightness=_u(0.5, 1.5), contrast=_u(0.5, 1.5)),
+    "brightness": lambda x: fn.brightness(x, brightness=_u(0.5, 1.5)),
+    "contrast": lambda x: fn.contrast(x, contrast=_u(0.5, 1.5)),
+    "hue": lambda x: fn.hue(x, hue=_u(-30, 30)),
+    "saturation": lambda x: fn.saturation(x, saturation=_u(0.5, 1.5)),
+    "hsv": lambda x: fn.hsv(x, hue=_u(-30, 30), saturation=_u(0.5, 1.5), value=_u(0.5, 1.5)),
+    "color_twist": lambda x: fn.color_twist(x, brightness=_u(0.5, 1.5), hue=_u(-20, 20)),
+    "color_space_conversion": lambda x: fn.color_space_conversion(x, image_type=types.RGB, output_type=types.BGR),
+    "rotate": lambda x: fn.rotate(x, angle=_u(-30, 30), fill_value=0),
+    "warp_affine": lambda x: fn.warp_affine(x, matrix=fn.transforms.rotation(angle=_u(-20, 20), center=[4, 4]),
+                                            fill_value=0),
+    "gaussian_blur": lambda x: fn.gaussian_blur(x, sigma=_u(0.5, 1.5)),
+    "random_resized_crop": lambda x: fn.random_resized_crop(x, size=(6, 7)),
+    "crop": lambda x: fn.crop(x, crop=(5, 6), crop_pos_x=_u(0, 1), crop_pos_y=_u(0, 1)),
+    "flip": lambda x: fn.flip(x, horizontal=fn.random.coin_flip(), vertical=fn.random.coin_flip()),
+    "transpose": lambda x: fn.transpose(x, perm=[2, 0, 1]),
+    "resize": lambda x: fn.resize(x, resize_shorter=_u(6, 12)),
+    "normal": lambda x: x + fn.cast(fn.random.normal(shape=[3]), dtype=types.UINT8),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROW_WISE_CASES))
+def test_every_row_wise_operator_gives_each_pipeline_its_rows_alone(case, digits_root):
+    def graph(shard_id):
+        jpegs, _ = fn.readers.file(file_root=digits_root, random_shuffle=True, shard_id=shard_id, num_shards=2)
+        return ROW_WISE_CASES[case](fn.decoders.image(jpegs, output_type=types.RGB))
+
+    def make(shard_id, seed):
+        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=None, seed=seed)(shard_id=shard_id)
+
+    pipes = [make(k, seed) for k, seed in enumerate((21, 22))]
+    share_host_threads(pipes)
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
+    alone = [make(k, seed) for k, seed in enumerate((21, 22))]
+    try:
+        for _ in range(2):
+            for grouped, single in zip(pipes, alone):
+                (g,), (e,) = grouped.run(), single.run()
+                for a, b in zip(g.samples(), e.samples()):
+                    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    finally:
+        for pipe in pipes + alone:
+            pipe.close()
+
+
+@pytest.mark.parametrize("how", ["gpu", "mixed"])
+def test_operators_after_a_transfer_or_a_mixed_decoder_stay_with_their_pipeline(how, digits_root):
+    # The shared part ends where data moves to the device (.gpu(), device="mixed" decoders on a machine
+    # without a CUDA decoder decode on the host and stay shared); what follows runs per pipeline.
+    def graph(shard_id):
+        jpegs, labels = fn.readers.file(file_root=digits_root, random_shuffle=True, shard_id=shard_id, num_shards=2)
+        if how == "mixed":
+            images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB)
+        else:
+            images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB).gpu()
+        images = fn.resize(images, resize_x=8, resize_y=9)
+        return fn.crop_mirror_normalize(images, dtype=types.FLOAT, mirror=fn.random.coin_flip()), labels
+
+    def make(shard_id, seed):
+        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=0, seed=seed)(shard_id=shard_id)
+
+    pipes = [make(k, seed) for k, seed in enumerate((31, 32))]
+    share_host_threads(pipes)
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
+    alone = [make(k, seed) for k, seed in enumerate((31, 32))]
+    try:
+        for _ in range(2):
+            for grouped, single in zip(pipes, alone):
+                for g, e in zip(grouped.run(), single.run()):
+                    np.testing.assert_array_equal(np.asarray(g.as_cpu().as_array()), np.asarray(e.as_cpu().as_array()))
+    finally:
+        for pipe in pipes + alone:
+            pipe.close()
