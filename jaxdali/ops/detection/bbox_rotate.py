@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdali.ops.detection.rows import Rows
+from jaxdali.ops.detection.rows import Rows, split_rows
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.ops.warp import rotated_size, rotation_matrices
@@ -128,7 +128,7 @@ def _split_kept(values: np.ndarray, sample: np.ndarray, keep: np.ndarray, n: int
                 layout: str) -> TensorListCPU:
     """The kept rows of every sample, as a batch of (rows, *row_shape) samples."""
     counts = np.bincount(sample[keep], minlength=n)
-    parts = np.split(values[keep], np.cumsum(counts)[:-1])
+    parts = split_rows(values[keep], counts)
     return TensorListCPU([p.reshape((-1,) + row_shape) for p in parts], layout)
 
 
