@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -29,7 +30,7 @@ def convert_samples(ctx, data: TensorListCPU, dtype: np.dtype) -> TensorListCPU:
     samples = data.samples()
     shapes = data.shape()
     if samples and len(set(shapes)) == 1 and np.can_cast(data.np_dtype, dtype, "safe"):
-        dense = np.empty((len(samples),) + shapes[0], dtype)
+        dense = owned_empty((len(samples),) + shapes[0], dtype)
 
         def copy(lo: int, hi: int) -> None:
             for i in range(lo, hi):
