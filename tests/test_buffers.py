@@ -52,6 +52,18 @@ def test_free_buffers_beyond_the_limit_are_dropped_oldest_first(monkeypatch):
     assert again.ctypes.data == second_address and buffers._free_bytes == 0
 
 
+
+def test_a_free_buffer_not_reused_soon_is_freed(monkeypatch):
+    for name, empty in (("_RELEASED", type(buffers._RELEASED)()), ("_FREE", {}), ("_free_bytes", 0)):
+        monkeypatch.setattr(buffers, name, empty)
+    monkeypatch.setattr(buffers, "POOL_MAX_AGE", 3)
+    released = buffers.owned_empty((buffers.POOL_MIN_BYTES,), np.uint8)
+    del released
+    others = [buffers.owned_empty((buffers.POOL_MIN_BYTES * 2,), np.uint8) for _ in range(3)]
+    assert buffers._free_bytes > 0  # not too old yet
+    others.append(buffers.owned_empty((buffers.POOL_MIN_BYTES * 2,), np.uint8))
+    assert buffers._free_bytes == 0 and not buffers._RELEASED
+
 def test_small_buffers_are_not_pooled():
     a = buffers.owned_empty((16, 3), np.float32)
     assert a.ctypes.data % 64 == 0 and buffers.is_owned(a) and a.base.flags.owndata

@@ -23,14 +23,19 @@ _ALIGN = 64
 #: Buffers of at least this many bytes are leased from the pool (smaller ones are cheap to allocate).
 POOL_MIN_BYTES = 1 << 20
 #: At most this many bytes of free buffers are kept for reuse; beyond it the oldest are freed.
-POOL_LIMIT_BYTES = 512 << 20
+POOL_LIMIT_BYTES = 256 << 20
+#: A free buffer not reused within this many ``owned_empty`` calls (of any size) is freed: a
+#: pipeline reuses its buffers within a few batches, and sizes seen once must not stay allocated.
+POOL_MAX_AGE = 64
 
 _OWNED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
 # Reentrant: a lease may be released (by the garbage collector) inside the pool's own critical section.
 _LOCK = threading.RLock()
-_RELEASED: "collections.OrderedDict[int, np.ndarray]" = collections.OrderedDict()  # id -> free block, oldest first
+# id -> (free block, the allocation count when it was released), oldest first
+_RELEASED: "collections.OrderedDict[int, tuple[np.ndarray, int]]" = collections.OrderedDict()
 _FREE: dict[int, list[int]] = {}  # block size -> ids of the free blocks of that size, newest last
 _free_bytes = 0
+_allocations = 0  # owned_empty calls so far: the pool's clock
 
 
 class _Lease:
@@ -46,14 +51,18 @@ class _Lease:
         _release(self.block)
 
 
-def _take(size: int) -> np.ndarray | None:
-    global _free_bytes
+def _take(size: int | None) -> np.ndarray | None:
+    """A free block of ``size`` bytes (None: none, or no size), after freeing the blocks too old to
+    keep; every ``owned_empty`` call comes here, as the pool's clock."""
+    global _allocations
     with _LOCK:
+        _allocations += 1
+        while _RELEASED and (_allocations - next(iter(_RELEASED.values()))[1] > POOL_MAX_AGE):
+            _forget_oldest()
         ids = _FREE.get(size)
         if not ids:
             return None
-        _free_bytes -= size
-        return _RELEASED.pop(ids.pop())
+        return _forget(ids[-1])
 
 
 def _release(block: np.ndarray) -> None:
@@ -61,13 +70,24 @@ def _release(block: np.ndarray) -> None:
     if block.nbytes > POOL_LIMIT_BYTES:
         return
     with _LOCK:
-        while _free_bytes + block.nbytes > POOL_LIMIT_BYTES:  # forget the oldest (freed with them)
-            key, oldest = _RELEASED.popitem(last=False)
-            _FREE[oldest.nbytes].remove(key)
-            _free_bytes -= oldest.nbytes
-        _RELEASED[id(block)] = block
+        while _free_bytes + block.nbytes > POOL_LIMIT_BYTES:
+            _forget_oldest()
+        _RELEASED[id(block)] = (block, _allocations)
         _FREE.setdefault(block.nbytes, []).append(id(block))
         _free_bytes += block.nbytes
+
+
+def _forget(key: int) -> np.ndarray:
+    """Takes a block out of the pool (it is freed with its last reference)."""
+    global _free_bytes
+    block, _ = _RELEASED.pop(key)
+    _FREE[block.nbytes].remove(key)
+    _free_bytes -= block.nbytes
+    return block
+
+
+def _forget_oldest() -> None:
+    _forget(next(iter(_RELEASED)))
 
 
 def owned_empty(shape, dtype) -> np.ndarray:
@@ -88,6 +108,8 @@ def owned_empty(shape, dtype) -> np.ndarray:
         raw = np.asarray(_Lease(block, (-block.ctypes.data) % _ALIGN, nbytes))
         array = raw.view(dtype).reshape(shape)
     else:
+        if _RELEASED:  # the clock of a pool that holds blocks
+            _take(None)
         raw = np.empty(nbytes + _ALIGN, np.uint8)
         start = (-raw.ctypes.data) % _ALIGN
         array = raw[start:start + nbytes].view(dtype).reshape(shape)
