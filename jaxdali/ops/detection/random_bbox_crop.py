@@ -287,8 +287,9 @@ class RandomBBoxCrop(Operator):
         windows[no_crop] = (0, 0, 1, 1)
         kept[no_crop[rows.sample]] = True
         anchors, shapes = windows[:, :2], windows[:, 2:] - windows[:, :2]
-        row_anchor, row_size = anchors[rows.sample[kept]], shapes[rows.sample[kept]]
-        cropped = np.clip((rows.ltrb[kept] - np.tile(row_anchor, 2)) / np.tile(row_size, 2), 0, 1).astype(_F32)
+        row_anchor, row_size = anchors[rows.sample[kept], None], shapes[rows.sample[kept], None]
+        cropped = (rows.ltrb[kept].reshape(-1, 2, 2) - row_anchor) / row_size  # both corners at once
+        cropped = np.clip(cropped, 0, 1, out=cropped).astype(_F32, copy=False).reshape(-1, 4)
         if self.absolute:
             image = np.stack([self._xy(args, "input_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
             crop = np.stack([self._xy(args, "crop_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
