@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["owned_empty", "is_owned", "POOL_MIN_BYTES", "POOL_LIMIT_BYTES"]
+__all__ = ["owned_empty", "is_owned", "POOL_MIN_BYTES", "POOL_LIMIT_BYTES", "POOL_MAX_AGE"]
 
 _ALIGN = 64
 #: Buffers of at least this many bytes are leased from the pool (smaller ones are cheap to allocate).
