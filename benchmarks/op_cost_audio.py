@@ -2,7 +2,7 @@
 
 The builders ignore the photos: their input is real audio, the soundtrack of the shared Big Buck Bunny
 clip (AAC 5.1, 48 kHz, 5.3 s), decoded once with PyAV into a batch of 32 one-second excerpts (mono
-float32 signals, 48000 samples), their 16-bit WAV encodings (the decoder's input), and their mel
+float32 signals, 48000 samples), their 16-bit WAV and FLAC encodings (the decoder's input), and their mel
 spectrograms (the input of ``to_decibels`` and ``mfcc``). Each case feeds them with a per-sample
 ``external_source`` of its own.
 """
@@ -47,6 +47,19 @@ def wav_files() -> list[np.ndarray]:
 
 
 @functools.lru_cache(maxsize=1)
+def flac_files() -> list[np.ndarray]:
+    """The excerpts as 16-bit mono FLAC files (uint8 bytes), encoded by libsndfile."""
+    import soundfile
+
+    out = []
+    for signal in excerpts():
+        buffer = io.BytesIO()
+        soundfile.write(buffer, np.clip(signal, -1.0, 1.0), RATE, subtype="PCM_16", format="FLAC")
+        out.append(np.frombuffer(buffer.getvalue(), np.uint8))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
 def mel_spectra() -> list[np.ndarray]:
     """(64, 188) float32 "ft" mel power spectrograms of the excerpts (a plain NumPy reference chain)."""
     frames = [np.lib.stride_tricks.sliding_window_view(s, 512)[::256] for s in excerpts()]
@@ -67,6 +80,7 @@ def _signals(fn):
 
 CASES = {
     "decoders.audio": lambda fn, images: fn.decoders.audio(_feed(fn, wav_files()))[0],
+    "decoders.audio_flac": lambda fn, images: fn.decoders.audio(_feed(fn, flac_files()))[0],
     "decoders.audio_resample": lambda fn, images: fn.decoders.audio(_feed(fn, wav_files()), sample_rate=16000.0)[0],
     "audio_resample": lambda fn, images: fn.audio_resample(_signals(fn), in_rate=48000.0, out_rate=16000.0),
     "preemphasis_filter": lambda fn, images: fn.preemphasis_filter(_signals(fn)),

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away, separate_product
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, WindowOutOfBounds, check_crop_args,
                                    crop_positions, crop_window, device_anchors, requested_crop, static_sizes,
@@ -318,23 +319,22 @@ class Cast(Operator):
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
-        dense = x.dense()
-        if dense is not None:
-            out = np.empty(dense.shape, self._dtype)
-            # to a float type: the nearest value, no rounding rule: one copy with the cast
-            direct = self._dtype.kind == "f" and dense.dtype != np.bool_
+        shapes = x.shape()
+        if not (shapes.count(shapes[0]) == len(shapes) if shapes else x.dense() is not None):
+            return TensorListCPU([convert(s, self._dtype) for s in x.samples()], x.layout())
+        out = owned_empty((len(x),) + (tuple(shapes[0]) if shapes else x.dense().shape[1:]), self._dtype)
+        # to a float type: the nearest value, no rounding rule: one copy with the cast
+        direct = self._dtype.kind == "f" and x.np_dtype != np.bool_
+        if out.nbytes < _INLINE_BYTES:  # handing a few boxes or labels to the pool costs more than the cast
+            self._cast(x.dense(), out, direct)
+        else:  # sample by sample: a batch of separate samples is not stacked first
+            samples = x.samples()
+            ctx.parallel_for(lambda lo, hi: [self._cast(samples[i], out[i], direct) for i in range(lo, hi)], len(x))
+        return TensorListCPU(out, x.layout())
 
-            def work(lo: int, hi: int) -> None:
-                with np.errstate(over="ignore", invalid="ignore"):  # out of range -> inf, as convert does
-                    np.copyto(out[lo:hi], dense[lo:hi] if direct else convert(dense[lo:hi], self._dtype),
-                              casting="unsafe")
-
-            if out.nbytes < _INLINE_BYTES:  # handing a few boxes or labels to the pool costs more than the cast
-                work(0, len(x))
-            else:
-                ctx.parallel_for(work, len(x))
-            return TensorListCPU(out, x.layout())
-        return TensorListCPU([convert(s, self._dtype) for s in x.samples()], x.layout())
+    def _cast(self, data: np.ndarray, out: np.ndarray, direct: bool) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # out of range -> inf, as convert does
+            np.copyto(out, data if direct else convert(data, self._dtype), casting="unsafe")
 
     @property
     def run_jax(self):

@@ -271,6 +271,18 @@ def test_box_encoder_breaks_ties_like_dali():
                           [boxes, labels]))
 
 
+
+def test_box_encoder_gives_an_anchor_the_last_of_equally_overlapping_boxes_like_dali():
+    """Two equal boxes: the later claims their best anchor and also takes the next one (above criteria)."""
+    anchors = [0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.5, 0.55, 0.5, 0.5, 1.0, 1.0]
+    boxes = [np.array([[0.0, 0.0, 0.5, 0.5], [0.0, 0.0, 0.5, 0.5]], np.float32)]
+    labels = [np.array([7, 9], np.int32)]
+    dali_out, ours = run_both(lambda fn, t, b, lab: tuple(fn.box_encoder(b, lab, anchors=anchors)), [boxes, labels],
+                              batch_size=1)
+    assert_same(dali_out, ours)
+    np.testing.assert_array_equal(ours[1][0], [9, 9, 0])
+
+
 ROI_CASES = {  # crop_shape, roi_start, roi_end, in_shape (None: unbounded)
     "contains": ([20, 30], [10, 40], [25, 60], [50, 100]),
     "inside": ([10, 10], [10, 40], [25, 60], [50, 100]),

@@ -127,6 +127,8 @@ PLUMBING_CASES = [
     ("lookup_table", lambda f, t, x: f.lookup_table(x, keys=[0, 2, 5], values=[0.5, 2.5, 5.5]), [KEYS]),
     ("lookup_table_uint8", lambda f, t, x: f.lookup_table(x, keys=[0, 2, 5], values=[10, 20, 300.6], dtype=t.UINT8,
                                                           default_value=-7.4), [KEYS]),
+    ("lookup_table_uint16_same_shapes", lambda f, t, x: f.lookup_table(x, keys=[0, 5, 9], values=[1.5, -2, 3]),
+     [[np.array([[0, 2], [5, 9]], np.uint16), np.array([[65535, 5], [9, 0]], np.uint16)]]),
     ("lookup_table_from_uint8", lambda f, t, x: f.lookup_table(x, keys=[0, 255, 7], values=[1, 2, 3], dtype=t.INT16),
      [IMAGES]),
     ("reinterpret_dtype", lambda f, t, x: f.reinterpret(x, dtype=t.INT16), [(U8_EVEN, "AB")]),

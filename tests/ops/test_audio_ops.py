@@ -167,6 +167,22 @@ def test_nonsilent_region_finds_a_tone_between_silences():
     assert (int(begin[0]), int(begin[0] + length[0])) == (4000 - 255, 4000 + len(tone) + 255)
 
 
+
+def test_nonsilent_region_finds_loud_bursts_anywhere_in_long_signals():
+    """Bursts straddling the operator's search chunks (4096 samples), at either end or alone."""
+    bursts = [[(8190, 8200), (12290, 12300)], [(0, 5)], [(19990, 20000)], [(4000, 4200)], []]
+    signals = []
+    for spans in bursts:
+        signal = np.zeros(20000, np.float32)
+        for start, stop in spans:
+            signal[start:stop] = 0.5
+        signals.append(signal)
+    begin, length = run(lambda: fn.nonsilent_region(feed(signals), window_length=64), batch_size=len(signals))
+    expected = [(max(spans[0][0] - 63, 0), spans[-1][1] - 1 + 64 - max(spans[0][0] - 63, 0)) if spans else (0, 20000)
+                for spans in bursts]
+    expected[2] = (19990 - 63, 20000 - (19990 - 63))  # the region ends with the signal
+    assert [(int(b), int(n)) for b, n in zip(begin, length)] == expected
+
 def test_to_decibels_and_mfcc_of_constant_spectra():
     spectrum = [np.full((40, 3), 100.0, np.float32), np.full((40, 3), 0.01, np.float32)]
 

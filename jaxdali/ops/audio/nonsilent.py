@@ -18,23 +18,52 @@ from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
-__all__ = ["NONSILENT_REGION", "short_term_power"]
+__all__ = ["NONSILENT_REGION", "window_sums"]
 
 _INPUT_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32")
 
 
-def short_term_power(signal: np.ndarray, window: int) -> np.ndarray:
-    """Mean of squares over the ``window`` samples ending at each sample (zeros before the start)."""
-    total = np.empty(signal.size + 1)
+def window_sums(signal: np.ndarray, window: int, scratch: np.ndarray | None = None) -> np.ndarray:
+    """Sums of squares over the ``window`` samples ending at each sample (zeros before the start);
+    the short-term power is these sums times ``1 / window``.
+
+    ``scratch``: float64 work memory of at least ``2 * signal.size + 1`` values, reused between
+    calls; the result is then a view of it."""
+    size = signal.size
+    if scratch is None or scratch.size < 2 * size + 1:
+        scratch = np.empty(2 * size + 1)
+    total, sums = scratch[:size + 1], scratch[size + 1:2 * size + 1]
     total[0] = 0.0
-    np.cumsum(np.square(signal, dtype=np.float64), out=total[1:])
-    power = np.empty(signal.size)
-    head = min(window, signal.size)  # windows that start before the signal: their sums start at 0
-    power[:head] = total[1:head + 1]
-    if signal.size > window:
-        np.subtract(total[window + 1:], total[1:signal.size - window + 1], out=power[head:])
-    power *= 1.0 / window
-    return power
+    np.square(signal, out=total[1:], dtype=np.float64)
+    np.cumsum(total[1:], out=total[1:])
+    head = min(window, size)  # windows that start before the signal: their sums start at 0
+    sums[:head] = total[1:head + 1]
+    if size > window:
+        np.subtract(total[window + 1:], total[1:size - window + 1], out=sums[head:])
+    return sums
+
+
+#: Samples compared at a time when looking for the first and last loud one (usually near the ends).
+_CHUNK = 4096
+
+
+def _loud_ends(sums: np.ndarray, scale: float, threshold: float) -> tuple[int, int] | None:
+    """The first and last index where ``sums * scale >= threshold``, or None; chunk by chunk from
+    either end, so a signal loud near its ends costs a few chunks instead of a pass over all."""
+    size = sums.size
+    for start in range(0, size, _CHUNK):
+        loud = sums[start:start + _CHUNK] * scale >= threshold
+        if loud.any():
+            first = start + int(np.argmax(loud))
+            break
+    else:
+        return None
+    for stop in range(size, first, -_CHUNK):
+        start = max(stop - _CHUNK, first)
+        loud = sums[start:stop] * scale >= threshold
+        if loud.any():
+            return first, stop - 1 - int(np.argmax(loud[::-1]))
+    return first, first
 
 
 class NonsilentRegion(Operator):
@@ -61,19 +90,20 @@ class NonsilentRegion(Operator):
         window = self.args["window_length"]
         reference = self.args["reference_power"]
         ratio = 10.0 ** (self.args["cutoff_db"] / 10.0)
+        scale = 1.0 / window
         begin = np.zeros(n, np.int32)
         length = np.zeros(n, np.int32)
 
         def work(lo: int, hi: int) -> None:
+            scratch = np.empty(2 * max(samples[i].size for i in range(lo, hi)) + 1)
             for i in range(lo, hi):
-                power = short_term_power(samples[i], window)
-                ref = reference if reference > 0 or not power.size else power.max()
-                loud = power >= ref * ratio  # all of a silent signal when ref is 0
-                first = int(np.argmax(loud))
-                if loud.size and loud[first]:
-                    last = loud.size - 1 - int(np.argmax(loud[::-1]))
-                    begin[i] = max(first - window + 1, 0)
-                    length[i] = last + 1 - begin[i]
+                sums = window_sums(samples[i], window, scratch)
+                # max(sums) * scale is max(sums * scale): rounding is monotonic
+                ref = reference if reference > 0 or not sums.size else sums.max() * scale
+                ends = _loud_ends(sums, scale, ref * ratio)  # everything of a silent signal when ref is 0
+                if ends is not None:
+                    begin[i] = max(ends[0] - window + 1, 0)
+                    length[i] = ends[1] + 1 - begin[i]
 
         ctx.parallel_for(work, n)
         return [TensorListCPU(begin, ""), TensorListCPU(length, "")]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdali.ops.detection.rows import Rows
+from jaxdali.ops.detection.rows import Rows, split_rows
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.ops.warp import rotated_size, rotation_matrices
@@ -82,35 +82,39 @@ class BboxRotate(Operator):
         # fn.rotate's output-to-input matrices [[c, -s], [s, c]] | t: input points go back through the
         # transposed rotation. A rectangle's rotated corners span centre +- |R| @ half-size.
         m = rotation_matrices(in_hw, canvas, angle)
-        rot, shift = rows.per_row(m[:, :, :2]), rows.per_row(m[:, :, 2])
-        b = rows.values.astype(np.float64)
+        rot = m[:, :, :2].reshape(n, 4)
+        per_sample = np.concatenate([rot, np.abs(rot), m[:, :, 2], in_hw[:, ::-1], canvas[:, ::-1]], axis=1)
+        # one coordinate at a time over all rows (NumPy is slow on rows of 2 values), float64
+        r00, r01, r10, r11, a00, a01, a10, a11, sx, sy, w_in, h_in, w_out, h_out = per_sample.T[:, rows.sample]
+        x0, y0, x1, y1 = rows.values.T.astype(np.float64)
         if self.args["bbox_layout"] == "xyWH":
-            b[:, 2:] += b[:, :2]
+            x1 += x0
+            y1 += y0
         if self.args["bbox_normalized"]:
-            b = b * np.tile(rows.per_row(in_hw[:, ::-1]), 2)
-        size = b[:, 2:] - b[:, :2]
-        centre = (rot * ((b[:, :2] + b[:, 2:]) / 2 - shift)[:, :, None]).sum(axis=1)
-        extent = (np.abs(rot) * size[:, :, None]).sum(axis=1)
+            x0, x1, y0, y1 = x0 * w_in, x1 * w_in, y0 * h_in, y1 * h_in
+        width, height = x1 - x0, y1 - y0
+        dx, dy = (x0 + x1) / 2 - sx, (y0 + y1) / 2 - sy
+        cx, cy = r00 * dx + r10 * dy, r01 * dx + r11 * dy
+        ex, ey = a00 * width + a10 * height, a01 * width + a11 * height
         mode = self.args["mode"]
         if mode != "expand":
             # Past 45 degrees the box is nearer to a quarter turn: its width and height trade places.
-            quarter = np.abs(rot[:, 0, 1]) > np.abs(rot[:, 0, 0])
-            size = np.where(quarter[:, None], size[:, ::-1], size)
-            extent = size if mode == "fixed" else (size + extent) / 2
-        lo, hi = centre - extent / 2, centre + extent / 2
-        out_wh = rows.per_row(canvas[:, ::-1])
-        clipped_lo, clipped_hi = np.clip(lo, 0, out_wh), np.clip(hi, 0, out_wh)
-        area = np.prod(hi - lo, axis=1)
+            quarter = a01 > a00
+            width, height = np.where(quarter, height, width), np.where(quarter, width, height)
+            ex, ey = (width, height) if mode == "fixed" else ((width + ex) / 2, (height + ey) / 2)
+        lo_x, hi_x, lo_y, hi_y = cx - ex / 2, cx + ex / 2, cy - ey / 2, cy + ey / 2
+        out = np.empty((len(cx), 4), np.float32)
+        clipped = [np.clip(lo_x, 0, w_out), np.clip(lo_y, 0, h_out), np.clip(hi_x, 0, w_out), np.clip(hi_y, 0, h_out)]
         with np.errstate(divide="ignore", invalid="ignore"):
-            kept = np.prod(clipped_hi - clipped_lo, axis=1) / area
+            kept = (clipped[2] - clipped[0]) * (clipped[3] - clipped[1]) / ((hi_x - lo_x) * (hi_y - lo_y))
         keep = ~(kept < self.args["remove_threshold"])
-        out = np.concatenate([clipped_lo, clipped_hi], axis=1)
         if self.args["bbox_normalized"]:
-            out = out / np.tile(out_wh, 2)
+            clipped = [clipped[0] / w_out, clipped[1] / h_out, clipped[2] / w_out, clipped[3] / h_out]
         if self.args["bbox_layout"] == "xyWH":
-            out[:, 2:] -= out[:, :2]
-        result = [rows.batch(out.astype(np.float32)) if keep.all() else
-                  _split_kept(out.astype(np.float32), rows.sample, keep, n, (4,), boxes.layout())]
+            clipped[2:] = [clipped[2] - clipped[0], clipped[3] - clipped[1]]
+        for k in range(4):
+            out[:, k] = clipped[k]
+        result = [rows.batch(out) if keep.all() else _split_kept(out, rows.sample, keep, n, (4,), boxes.layout())]
         if len(inputs) > 1:
             result.append(_labels_kept(inputs[1], rows, keep, n))
         return result if len(result) > 1 else result[0]
@@ -128,7 +132,7 @@ def _split_kept(values: np.ndarray, sample: np.ndarray, keep: np.ndarray, n: int
                 layout: str) -> TensorListCPU:
     """The kept rows of every sample, as a batch of (rows, *row_shape) samples."""
     counts = np.bincount(sample[keep], minlength=n)
-    parts = np.split(values[keep], np.cumsum(counts)[:-1])
+    parts = split_rows(values[keep], counts)
     return TensorListCPU([p.reshape((-1,) + row_shape) for p in parts], layout)
 
 

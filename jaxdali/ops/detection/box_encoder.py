@@ -2,7 +2,7 @@
 
 For each sample: the IoU of every anchor with every box; each box first claims the anchor it
 overlaps most (so every box is matched at least once); every other anchor takes the box it
-overlaps most if that IoU exceeds ``criteria``. Matched anchors output the box in centre form
+overlaps most (the last of equals) if that IoU exceeds ``criteria``. Matched anchors output the box in centre form
 ``[cx, cy, w, h]`` and its label; the others output the anchor itself and label 0 (background).
 With ``offset=True`` the boxes are encoded relative to their anchors, SSD's regression targets:
 ``((cx - acx) / aw - mean) / std``, ``(log(w / aw) - mean) / std`` (unmatched anchors: zeros), on
@@ -19,36 +19,56 @@ from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.tensors import TensorListCPU
 
-__all__ = ["iou_matrix", "BOX_ENCODER"]
+__all__ = ["IouRows", "iou_matrix", "BOX_ENCODER"]
 
 _F32 = np.float32
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Intersection over union of every ltrb box in ``a`` (n, 4) with every one in ``b`` (m, 4): (n, m).
+class IouRows:
+    """Intersection over union of boxes (m, 4) with a fixed set of ltrb boxes ``fixed`` (n, 4): (m, n).
 
-    Computed as (m, n) and returned transposed: NumPy's broadcast loops are fast along a long
-    contiguous inner axis, and ``a`` is the long side (anchors, candidate windows).
+    Rows per box: NumPy's broadcast loops are fast along a long contiguous inner axis, and the fixed
+    set is the long side (anchors, candidate windows). Its columns and areas are prepared once, and
+    the scratch arrays are kept between calls: a fresh array of this size costs more in page faults
+    than the arithmetic on it. The result is a view of that scratch, valid until the next call; an
+    instance is not shared between threads.
     """
-    a_cols = [np.ascontiguousarray(a[:, k])[None, :] for k in range(4)]
-    b_cols = [b[:, k, None] for k in range(4)]
-    w = np.minimum(a_cols[2], b_cols[2])
-    scratch = np.maximum(a_cols[0], b_cols[0])
-    w -= scratch
-    h = np.minimum(a_cols[3], b_cols[3])
-    h -= np.maximum(a_cols[1], b_cols[1], out=scratch)
-    np.maximum(w, 0, out=w)
-    np.maximum(h, 0, out=h)
-    inter = np.multiply(w, h, out=w)
-    area_a = (a_cols[2] - a_cols[0]) * (a_cols[3] - a_cols[1])
-    area_b = (b_cols[2] - b_cols[0]) * (b_cols[3] - b_cols[1])
-    union = np.add(area_a, area_b, out=scratch)
-    union -= inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou = np.divide(inter, union, out=h)
-    if not ((area_a > 0).all() and (area_b > 0).all()):  # else every union is at least the larger area
-        iou[~(union > 0)] = 0
-    return iou.T
+
+    def __init__(self, fixed: np.ndarray):
+        self._cols = [np.ascontiguousarray(fixed[:, k], _F32)[None, :] for k in range(4)]
+        self._area = (self._cols[2] - self._cols[0]) * (self._cols[3] - self._cols[1])
+        self._positive = bool((self._area > 0).all())
+        self._scratch = np.zeros((4, 0, fixed.shape[0]), _F32)
+
+    def __call__(self, boxes: np.ndarray) -> np.ndarray:
+        m = len(boxes)
+        if m > self._scratch.shape[1]:
+            self._scratch = np.zeros((4, m, self._scratch.shape[2]), _F32)
+        # ``zero`` stays zero: NumPy's maximum against an array of the same shape is 4x faster than
+        # against a scalar or a broadcast row
+        w, h, scratch, zero = self._scratch[:, :m]
+        a = self._cols
+        b = [boxes[:, k, None] for k in range(4)]
+        np.minimum(a[2], b[2], out=w)
+        w -= np.maximum(a[0], b[0], out=scratch)
+        np.minimum(a[3], b[3], out=h)
+        h -= np.maximum(a[1], b[1], out=scratch)
+        np.maximum(w, zero, out=w)
+        np.maximum(h, zero, out=h)
+        inter = np.multiply(w, h, out=w)
+        area_b = (b[2] - b[0]) * (b[3] - b[1])
+        union = np.add(self._area, area_b, out=scratch)
+        union -= inter
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iou = np.divide(inter, union, out=h)
+        if not (self._positive and (area_b > 0).all()):  # else every union is at least the larger area
+            iou[~(union > 0)] = 0
+        return iou
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Intersection over union of every ltrb box in ``a`` (n, 4) with every one in ``b`` (m, 4): (n, m)."""
+    return IouRows(a)(b).T
 
 
 def _centre_form(ltrb: np.ndarray) -> np.ndarray:
@@ -80,36 +100,39 @@ class BoxEncoder(Operator):
         self.stds = np.asarray(self.args["stds"], _F32)
         self.criteria = _F32(self.args["criteria"])
 
-    def _match(self, boxes: np.ndarray) -> np.ndarray:
+    def _match(self, boxes: np.ndarray, ious: IouRows) -> np.ndarray:
         """The box index matched to each anchor, -1 for background."""
         match = np.full(len(self.anchors), -1, np.int64)
         if len(boxes) == 0:
             return match
-        iou = iou_matrix(self.anchors, boxes).T  # (boxes, anchors), contiguous
-        best_box = iou.argmax(axis=0)
-        matched = iou[best_box, np.arange(iou.shape[1])] > self.criteria
-        match[matched] = best_box[matched]
+        iou = ious(boxes)  # (boxes, anchors)
+        # Only the few anchors above the criteria need their best box (the last among equals, as
+        # DALI): argmax over the short axis of all anchors would cost a transposed copy of the matrix.
+        matched = np.flatnonzero(iou.max(axis=0) > self.criteria)
+        match[matched] = len(boxes) - 1 - iou[::-1, matched].argmax(axis=0)
         # Each box keeps its best anchor (the last one among equals, as DALI); later boxes win.
         best_anchor = iou.shape[1] - 1 - iou[:, ::-1].argmax(axis=1)
         match[best_anchor] = np.arange(len(boxes))
         return match
 
-    def _encode(self, boxes: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        match = self._match(boxes)
-        matched = match >= 0
-        out_labels = np.where(matched, labels[np.maximum(match, 0)] if len(labels) else 0, 0).astype(np.int32)
-        anchors = self.anchors_centre
-        out = anchors.copy()
-        if matched.any():
-            out[matched] = _centre_form(boxes[match[matched]])
+    def _encode(self, boxes: np.ndarray, labels: np.ndarray, ious: IouRows, out: np.ndarray,
+                out_labels: np.ndarray) -> None:
+        """Writes one sample's per-anchor boxes (A, 4) and labels (A,) into ``out`` and ``out_labels``."""
+        match = self._match(boxes, ious)
+        anchor = np.flatnonzero(match >= 0)  # the matched anchors, ascending
+        box = match[anchor]
+        out_labels.fill(0)
+        out_labels[anchor] = labels[box]
+        centre = _centre_form(boxes[box])
         if not self.args["offset"]:
-            return out, out_labels
-        enc = np.zeros_like(out)
-        a, b = anchors[matched] * self.scale, out[matched] * self.scale
-        enc[matched, :2] = ((b[:, :2] - a[:, :2]) / a[:, 2:] - self.means[:2]) / self.stds[:2]
+            out[:] = self.anchors_centre
+            out[anchor] = centre
+            return
+        out.fill(0)
+        a, b = self.anchors_centre[anchor] * self.scale, centre * self.scale
+        out[anchor, :2] = ((b[:, :2] - a[:, :2]) / a[:, 2:] - self.means[:2]) / self.stds[:2]
         ratio = (b[:, 2:] / a[:, 2:]).astype(np.float64)  # DALI: float32 ratio, double-precision log
-        enc[matched, 2:] = (np.log(ratio).astype(_F32) - self.means[2:]) / self.stds[2:]
-        return enc, out_labels
+        out[anchor, 2:] = (np.log(ratio).astype(_F32) - self.means[2:]) / self.stds[2:]
 
     def run(self, ctx, inputs, args):
         boxes_tl, labels_tl = inputs
@@ -123,13 +146,14 @@ class BoxEncoder(Operator):
         out_labels = np.empty((n, len(self.anchors)), np.int32)
 
         def chunk(start: int, stop: int) -> None:
+            ious = IouRows(self.anchors)
             for i in range(start, stop):
                 b = np.asarray(boxes[i])
                 lab = np.asarray(labels[i]).reshape(-1)
                 if b.size % 4 or (b.ndim == 2 and b.shape[1] != 4) or len(lab) != b.size // 4:
                     raise ValueError(f"fn.box_encoder: sample {i}: the boxes must have shape (N, 4) and the labels "
                                      f"N values, got shapes {b.shape} and {np.shape(labels[i])}")
-                out_boxes[i], out_labels[i] = self._encode(b.reshape(-1, 4), lab)
+                self._encode(b.reshape(-1, 4), lab, ious, out_boxes[i], out_labels[i])
 
         ctx.parallel_for(chunk, n)
         return [TensorListCPU(out_boxes), TensorListCPU(out_labels)]

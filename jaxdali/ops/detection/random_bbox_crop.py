@@ -24,6 +24,7 @@ import numpy as np
 
 from jaxdali.ops import rng
 from jaxdali.ops.detection.box_encoder import iou_matrix
+from jaxdali.ops.detection.rows import split_rows
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -48,9 +49,10 @@ class BoxLayout:
         self.layout = layout
         self.sizes = "W" in layout
         self.order = [layout.index(c) for c in ("xyWH" if self.sizes else "xyXY")]
+        self.identity = self.order == [0, 1, 2, 3]  # no column permutation (a fancy index costs ~10 us)
 
     def to_ltrb(self, boxes: np.ndarray) -> np.ndarray:
-        out = boxes[:, self.order].astype(_F32)
+        out = boxes.astype(_F32) if self.identity else boxes[:, self.order].astype(_F32)
         if self.sizes:
             out[:, 2:] += out[:, :2]
         return out
@@ -59,6 +61,8 @@ class BoxLayout:
         values = ltrb.copy()
         if self.sizes:
             values[:, 2:] -= values[:, :2]
+        if self.identity:
+            return values
         out = np.empty_like(values)
         out[:, self.order] = values
         return out
@@ -80,6 +84,8 @@ class RandomBBoxCrop(Operator):
         if any(not 0 <= t <= 1 for t in self.thresholds):
             raise OpArgumentError(f"fn.{self.op}: argument 'thresholds' must be in [0, 1], got {self.thresholds}")
         self.options = self.thresholds + ([None] if a["allow_no_crop"] else [])
+        self.option_thresholds = np.array([t if t is not None else 0.0 for t in self.options], _F32)
+        self.option_no_crop = np.array([t is None for t in self.options])
         if not self.options:
             raise OpArgumentError(f"fn.{self.op}: argument 'thresholds' is empty and 'allow_no_crop' is False: "
                                   "there is nothing to choose from")
@@ -189,21 +195,28 @@ class RandomBBoxCrop(Operator):
         windows, usable = self._windows(draws[:, 1:1 + 4 * count].reshape(n * count, 4), None, -1)
         windows, usable = windows.reshape(n, count, 4), usable.reshape(n, count)
         width = max(int(rows.counts.max(initial=0)), 1)
-        padded = np.zeros((n, width, 4), _F32)
-        present = np.zeros((n, width), bool)
-        padded[rows.sample, rows.position] = rows.ltrb
-        present[rows.sample, rows.position] = True
-        scores = _batched_scores(windows, padded, self.args["threshold_type"])
-        thresholds = np.array([t if t is not None else 0.0 for t in self.options], _F32)[options]
-        above = scores >= thresholds[:, None, None]
-        if self.args["all_boxes_above_threshold"]:
-            ok_t = (above | ~present[:, None, :]).all(2)
+        full = bool((rows.counts == width).all())  # every sample has the same number (> 0) of boxes
+        if full:
+            padded = rows.ltrb.reshape(n, width, 4)
         else:
-            ok_t = (above & present[:, None, :]).any(2)
-        kept = self._kept_batched(windows, padded) & present[:, None, :]
-        ok = usable & np.where(present.any(1)[:, None], ok_t & kept.any(2), True)
+            padded = np.zeros((n, width, 4), _F32)
+            present = np.zeros((n, width), bool)
+            padded[rows.sample, rows.position] = rows.ltrb
+            present[rows.sample, rows.position] = True
+        scores = _batched_scores(windows, padded, self.args["threshold_type"])
+        above = scores >= self.option_thresholds[options][:, None, None]
+        kept = self._kept_batched(windows, padded)
+        if self.args["all_boxes_above_threshold"]:
+            ok_t = (above if full else above | ~present[:, None, :]).all(2)
+        else:
+            ok_t = (above if full else above & present[:, None, :]).any(2)
+        if full:
+            ok = usable & ok_t & kept.any(2)
+        else:
+            kept &= present[:, None, :]
+            ok = usable & np.where(present.any(1)[:, None], ok_t & kept.any(2), True)
         hit = ok.argmax(1)
-        no_crop = np.array([self.options[o] is None for o in options])
+        no_crop = self.option_no_crop[options]
         state = np.where(no_crop, _NO_CROP, np.where(ok.any(1), _CROP, _UNRESOLVED))
         kept_rows = kept[rows.sample, hit[rows.sample], rows.position]
         return windows[np.arange(n), hit], state, kept_rows
@@ -218,27 +231,47 @@ class RandomBBoxCrop(Operator):
 
     # -- the batch --------------------------------------------------------------------------------------
 
-    def _rows(self, samples: list, n: int) -> "_BoxRows":
+    def _rows(self, boxes: TensorListCPU, n: int) -> "_BoxRows":
         """Every sample's boxes as ltrb float32 rows, checked to lie in the normalised image."""
-        raws = [np.asarray(sample) for sample in samples]
-        for i, raw in enumerate(raws):
-            if raw.ndim != 2 or raw.shape[1] != 4:
-                raise ValueError(f"fn.{self.op}: sample {i}: the boxes must have shape (N, 4), got {raw.shape}")
-        counts = np.array([len(r) for r in raws], np.int64)
-        raw = np.concatenate(raws) if n else np.zeros((0, 4), _F32)
+        dense = boxes.dense()
+        if dense is not None and n:
+            if dense.ndim != 3 or dense.shape[2] != 4:
+                raise ValueError(f"fn.{self.op}: sample 0: the boxes must have shape (N, 4), got {dense.shape[1:]}")
+            counts = np.full(n, dense.shape[1], np.int64)
+            raw = dense.reshape(-1, 4)
+        else:
+            raws = [np.asarray(sample) for sample in boxes.samples()]
+            for i, raw in enumerate(raws):
+                if raw.ndim != 2 or raw.shape[1] != 4:
+                    raise ValueError(f"fn.{self.op}: sample {i}: the boxes must have shape (N, 4), got {raw.shape}")
+            counts = np.array([len(r) for r in raws], np.int64)
+            raw = np.concatenate(raws) if n else np.zeros((0, 4), _F32)
         ltrb = self.layout.to_ltrb(raw)
         sample = np.repeat(np.arange(n), counts)
-        bad = np.flatnonzero((ltrb < 0).any(1) | (ltrb > 1).any(1))  # DALI accepts a box with right < left
-        if bad.size:
+        # DALI accepts a box with right < left; the whole-array bounds first (NumPy is slow per row of 4)
+        bad = np.flatnonzero((ltrb < 0).any(1) | (ltrb > 1).any(1)) if ltrb.size and (
+            ltrb.min() < 0 or ltrb.max() > 1) else ()
+        if len(bad):
             raise ValueError(f"fn.{self.op}: sample {int(sample[bad[0]])}: box {raw[bad[0]].tolist()} "
                              f"({self.layout.layout}) is not inside the normalised image [0, 1]")
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if n else counts
         return _BoxRows(ltrb, sample, np.arange(len(ltrb)) - starts[sample], counts, starts)
 
+    def _labels(self, labels: TensorListCPU, rows: "_BoxRows") -> np.ndarray:
+        """Every sample's labels stacked (one per box row)."""
+        dense = labels.dense()
+        if dense is not None and dense.ndim >= 2 and (rows.counts == dense.shape[1]).all():
+            return dense.reshape((-1,) + dense.shape[2:])
+        samples = labels.samples()
+        for i, lab in enumerate(samples):
+            if len(lab) != rows.counts[i]:
+                raise ValueError(f"fn.{self.op}: sample {i}: {len(lab)} labels for {rows.counts[i]} boxes")
+        return np.concatenate([np.asarray(lab) for lab in samples]) if samples else np.zeros(0, np.int32)
+
     def run(self, ctx, inputs, args):
         n = ctx.batch_size
         keys = ctx.sample_keys(self.seed)
-        rows = self._rows(inputs[0].samples(), n)
+        rows = self._rows(inputs[0], n)
         if self.absolute:
             windows = np.zeros((n, 4), _F32)
             state, kept = np.full(n, _UNRESOLVED), np.zeros(len(rows.ltrb), bool)
@@ -254,25 +287,21 @@ class RandomBBoxCrop(Operator):
         windows[no_crop] = (0, 0, 1, 1)
         kept[no_crop[rows.sample]] = True
         anchors, shapes = windows[:, :2], windows[:, 2:] - windows[:, :2]
-        row_anchor, row_size = anchors[rows.sample[kept]], shapes[rows.sample[kept]]
-        cropped = np.clip((rows.ltrb[kept] - np.tile(row_anchor, 2)) / np.tile(row_size, 2), 0, 1).astype(_F32)
+        row_anchor, row_size = anchors[rows.sample[kept], None], shapes[rows.sample[kept], None]
+        cropped = (rows.ltrb[kept].reshape(-1, 2, 2) - row_anchor) / row_size  # both corners at once
+        cropped = np.clip(cropped, 0, 1, out=cropped).astype(_F32, copy=False).reshape(-1, 4)
         if self.absolute:
             image = np.stack([self._xy(args, "input_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
             crop = np.stack([self._xy(args, "crop_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
             anchors = np.rint(anchors * image).astype(_F32)
             shapes = np.where(no_crop[:, None], image, crop).astype(_F32)
-        bounds = np.cumsum(np.bincount(rows.sample[kept], minlength=n))[:-1]
+        counts = np.bincount(rows.sample[kept], minlength=n)
         outputs = [TensorListCPU(np.ascontiguousarray(anchors, _F32)), TensorListCPU(np.ascontiguousarray(shapes, _F32)),
-                   TensorListCPU(np.split(self.layout.from_ltrb(cropped), bounds))]
+                   TensorListCPU(split_rows(self.layout.from_ltrb(cropped), counts))]
         if len(inputs) > 1:
-            label_samples = inputs[1].samples()
-            for i, labels in enumerate(label_samples):
-                if len(labels) != rows.counts[i]:
-                    raise ValueError(f"fn.{self.op}: sample {i}: {len(labels)} labels for {rows.counts[i]} boxes")
-            labels = np.concatenate([np.asarray(lab) for lab in label_samples]) if n else np.zeros(0, np.int32)
-            outputs.append(TensorListCPU(np.split(labels[kept], bounds)))
+            outputs.append(TensorListCPU(split_rows(self._labels(inputs[1], rows)[kept], counts)))
         if self.args["output_bbox_indices"]:
-            outputs.append(TensorListCPU(np.split(rows.position[kept].astype(np.int32), bounds)))
+            outputs.append(TensorListCPU(split_rows(rows.position[kept].astype(np.int32), counts)))
         return outputs
 
 
@@ -290,17 +319,21 @@ class _BoxRows:
 
 def _batched_scores(windows: np.ndarray, boxes: np.ndarray, kind: str) -> np.ndarray:
     """(n, k, m) IoU (or overlap: share of the box inside) of each sample's k windows with its m boxes."""
-    w = np.minimum(windows[:, :, None, 2], boxes[:, None, :, 2]) - np.maximum(windows[:, :, None, 0],
-                                                                             boxes[:, None, :, 0])
-    h = np.minimum(windows[:, :, None, 3], boxes[:, None, :, 3]) - np.maximum(windows[:, :, None, 1],
-                                                                             boxes[:, None, :, 1])
-    inter = np.maximum(w, 0) * np.maximum(h, 0)
-    box_area = ((boxes[:, :, 2] - boxes[:, :, 0]) * (boxes[:, :, 3] - boxes[:, :, 1]))[:, None, :]
+    # contiguous coordinate columns: NumPy is slow on a trailing axis of 4
+    wl, wt, wr, wb = (np.ascontiguousarray(windows[:, :, k, None]) for k in range(4))
+    bl, bt, br, bb = (np.ascontiguousarray(boxes[:, None, :, k]) for k in range(4))
+    w = np.minimum(wr, br)
+    w -= np.maximum(wl, bl)
+    h = np.minimum(wb, bb)
+    h -= np.maximum(wt, bt)
+    inter = np.maximum(w, 0, out=w)
+    inter *= np.maximum(h, 0, out=h)
+    box_area = (br - bl) * (bb - bt)
     if kind == "overlap":
         denominator = np.broadcast_to(box_area, inter.shape)
     else:
-        window_area = ((windows[:, :, 2] - windows[:, :, 0]) * (windows[:, :, 3] - windows[:, :, 1]))[:, :, None]
-        denominator = window_area + box_area - inter
+        denominator = (wr - wl) * (wb - wt) + box_area
+        denominator -= inter
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, inter / denominator, 0).astype(_F32)
 

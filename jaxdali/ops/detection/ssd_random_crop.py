@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxdali.ops import rng
 from jaxdali.ops.convert import round_half_away
-from jaxdali.ops.detection.rows import Rows
+from jaxdali.ops.detection.rows import Rows, split_rows
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -103,7 +103,7 @@ class SSDRandomCrop(Operator):
                 raise ValueError(f"fn.{_OP}: labels of sample {i} must have shape [N] or [N, 1], got {list(lab.shape)}")
         attempts = int(self.args["num_attempts"])
         u = rng.uniform(ctx.sample_keys(self.seed), _ROUNDS * (1 + 4 * attempts)).reshape(n, _ROUNDS, -1)
-        per_sample = np.split(rows.values, np.cumsum(counts)[:-1])
+        per_sample = split_rows(rows.values, counts)
         padded = np.zeros((n, max(counts.max(initial=0), 1), 4), np.float32)
         present = np.arange(padded.shape[1])[None, :] < counts[:, None]
         padded[present] = rows.values

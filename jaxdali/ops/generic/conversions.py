@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -29,7 +30,7 @@ def convert_samples(ctx, data: TensorListCPU, dtype: np.dtype) -> TensorListCPU:
     samples = data.samples()
     shapes = data.shape()
     if samples and len(set(shapes)) == 1 and np.can_cast(data.np_dtype, dtype, "safe"):
-        dense = np.empty((len(samples),) + shapes[0], dtype)
+        dense = owned_empty((len(samples),) + shapes[0], dtype)
 
         def copy(lo: int, hi: int) -> None:
             for i in range(lo, hi):
@@ -92,12 +93,13 @@ _CV_LUT_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int
                                             np.float64))
 
 
-def _opencv_lut(sample: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """``table[sample]`` for a uint8 sample and a 256-entry table, by ``cv2.LUT`` on a one-channel view."""
+def _opencv_lut(sample: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = table[sample]`` for a uint8 sample and a 256-entry table, by ``cv2.LUT`` on
+    one-channel views (``out``: contiguous)."""
     import cv2
 
-    flat = np.ascontiguousarray(sample).reshape(sample.shape[0] if sample.ndim > 1 else 1, -1)
-    return cv2.LUT(flat, table).reshape(sample.shape)
+    rows = sample.shape[0] if sample.ndim > 1 else 1
+    cv2.LUT(np.ascontiguousarray(sample).reshape(rows, -1), table, dst=out.reshape(rows, -1))
 
 
 class LookupTable(Operator):
@@ -127,19 +129,22 @@ class LookupTable(Operator):
         if direct:
             table = np.concatenate([table, np.repeat(table[-1:], max(0, (1 << 8 * x.np_dtype.itemsize) - last))])
         opencv = x.np_dtype == np.uint8 and table.dtype in _CV_LUT_TYPES
-        samples = x.samples()
-        out: list = [None] * len(samples)
+        samples, shapes = x.samples(), x.shape()
+        # one dense output when the samples share a shape (reused memory: see core.buffers)
+        dense = owned_empty((len(shapes),) + shapes[0], table.dtype) if shapes and shapes.count(shapes[0]) == len(
+            shapes) else None
+        out = list(dense) if dense is not None else [np.empty(s, table.dtype) for s in shapes]
 
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
                 s = samples[i]
                 if opencv and s.size:  # OpenCV's vectorised LUT, about 3x NumPy's gather
-                    out[i] = _opencv_lut(s, table[:256])
+                    _opencv_lut(s, table[:256], out[i])
                 else:
-                    out[i] = table[s] if direct else table[np.where((s >= 0) & (s < last), s, last)]
+                    np.take(table, s if direct else np.where((s >= 0) & (s < last), s, last), out=out[i])
 
         ctx.parallel_for(work, len(samples))
-        return TensorListCPU(out, x.layout())
+        return TensorListCPU(dense if dense is not None else out, x.layout())
 
     def run_jax(self, inputs, args):
         jnp = _jnp()
