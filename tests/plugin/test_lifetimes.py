@@ -212,12 +212,18 @@ def test_200_create_iterate_close_cycles_with_failures_leave_threads_and_memory_
     for i in range(20):  # warm-up: allocator pools, the worker pool, JAX
         cycle(i)
     gc.collect()
-    threads, rss = set(threading.enumerate()), _rss_bytes()
-    for i in range(200):
+    threads = set(threading.enumerate())
+    for i in range(100):
+        cycle(i)
+    gc.collect()
+    # The allocator's arenas may still grow over the first cycles (more so on a loaded machine, where
+    # more threads overlap); a leak grows in every cycle, so the second hundred must add nothing.
+    rss = _rss_bytes()
+    for i in range(100, 200):
         cycle(i)
     gc.collect()
     assert _new_threads(threads) == []
-    assert _rss_bytes() < rss * 1.05
+    assert _rss_bytes() < rss * 1.03
     assert len(failures) == 5 + 50 and all("corrupt.jpg" in f for f in failures)
 
 
