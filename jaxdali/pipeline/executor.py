@@ -20,8 +20,8 @@ import time
 import weakref
 from typing import Any, Callable
 
-__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "HostSlots", "Prefetcher", "Produced", "QueueStats",
-           "Cancelled"]
+__all__ = ["WorkerPool", "worker_pool", "shutdown_worker_pool", "HostSlots", "BatchQueue", "Prefetcher", "Produced",
+           "QueueStats", "Cancelled"]
 
 _log = logging.getLogger("jaxdali")
 
@@ -211,7 +211,82 @@ class Produced:
     end: bool = False
 
 
-class Prefetcher:
+class BatchQueue:
+    """The consumer side of a prefetch queue: finished entries in order, their statistics, and the
+    wait for the next one. ``Prefetcher`` fills it from its own producer threads, a pipeline group's
+    ``GroupMember`` from the group's rounds; subclasses say how to wait and how a credit is added.
+
+    Subclasses set ``_lock`` (the lock guarding the queue; ``_take`` is called holding it).
+    """
+
+    _lock: Any
+
+    def __init__(self):
+        self._queue: collections.deque[Produced] = collections.deque()
+        self._halted = False
+        self._closed = False
+        self._stats = QueueStats()
+
+    def _take(self, schedule_one: bool) -> Produced:
+        """The next entry, waiting for it (call with ``_lock`` held); ``schedule_one``: if it is a batch,
+        one more credit in the same lock round trip."""
+        stats = self._stats
+        stats.gets += 1
+        stats.occupancy_sum += len(self._queue)
+        if not self._queue:
+            stats.empty_gets += 1
+            start = time.perf_counter()
+            try:
+                while not self._queue:
+                    self._check_open()
+                    if not self._coming():
+                        raise RuntimeError(
+                            "No pipeline run is scheduled: call schedule_run() before share_outputs()/outputs()")
+                    self._wait_for_entry()
+            finally:
+                stats.consumer_wait_seconds += time.perf_counter() - start
+        item = self._queue.popleft()
+        if schedule_one and not (item.end or item.error or self._halted or self._closed):
+            self._add_credit()
+        return item
+
+    def _coming(self) -> bool:
+        """Whether an entry is scheduled or being computed (call with ``_lock`` held)."""
+        raise NotImplementedError
+
+    def _wait_for_entry(self) -> None:
+        """Waits until an entry may have been queued (call with ``_lock`` held)."""
+        raise NotImplementedError
+
+    def _add_credit(self) -> None:
+        """Asks for one more batch (call with ``_lock`` held)."""
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def get(self, schedule_one: bool = False) -> Produced:
+        """Blocks until the next entry is ready and returns it; ``schedule_one``: if it is a batch,
+        ``schedule(1)`` in the same lock round trip."""
+        with self._lock:
+            return self._take(schedule_one)
+
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def ended(self) -> bool:
+        """Whether the producer halted at an end of the data (the end marker is queued, perhaps behind
+        batches the consumer has not taken yet)."""
+        with self._lock:
+            return self._halted and any(p.end for p in self._queue)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class Prefetcher(BatchQueue):
     """Runs ``produce()`` on a producer thread, once per scheduled credit, queueing the results.
 
     ``produce`` returns ``(outputs, state)`` or raises ``StopIteration`` at the end of the data; after
@@ -236,6 +311,7 @@ class Prefetcher:
     def __init__(self, produce: Callable[[], tuple[Any, Any]], name: str, begin: Callable[[], Any] | None = None,
                  finish: Callable[[Any], tuple[Any, Any]] | None = None, producers: int = 1,
                  cancel: Callable[[], None] | None = None, on_stop: Callable[[], None] | None = None):
+        super().__init__()
         self._produce = produce
         self._cancel = cancel
         self._on_stop = on_stop
@@ -253,16 +329,12 @@ class Prefetcher:
         # (``_ring``) instead of the condition's Python-level notify, which costs it ~10 us.
         self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._credit_waiter = False
-        self._queue: collections.deque[Produced] = collections.deque()
         self._busy = 0  # batches being produced
         self._next_ticket = 0  # order of the batches begun
         self._next_out = 0  # ticket of the batch to queue next
-        self._halted = False
-        self._closed = False
         self._threads: list[threading.Thread] = []
         self._exited: set[threading.Thread] = set()  # producer threads out of _loop for good
         self._stopped = False  # on_stop has been called
-        self._stats = QueueStats()
         self._slots: HostSlots | None = None
         _PREFETCHERS.add(self)
 
@@ -309,30 +381,15 @@ class Prefetcher:
         """Computes each batch holding a slot of ``slots`` (shared with other pipelines; None: no limit)."""
         self._slots = slots
 
-    def get(self, schedule_one: bool = False) -> Produced:
-        """Blocks until the next entry is ready and returns it; ``schedule_one``: if it is a batch,
-        ``schedule(1)`` in the same lock round trip."""
-        with self._lock:
-            stats = self._stats
-            stats.gets += 1
-            stats.occupancy_sum += len(self._queue)
-            if not self._queue:
-                stats.empty_gets += 1
-                start = time.perf_counter()
-                try:
-                    while not self._queue:
-                        self._check_open()
-                        if self._credits == 0 and not self._busy:
-                            raise RuntimeError(
-                                "No pipeline run is scheduled: call schedule_run() before share_outputs()/outputs()")
-                        self._cond.wait()
-                finally:
-                    stats.consumer_wait_seconds += time.perf_counter() - start
-            item = self._queue.popleft()
-            if schedule_one and not (item.end or item.error or self._halted or self._closed):
-                self._credits += 1
-                self._ring()
-            return item
+    def _coming(self) -> bool:
+        return bool(self._credits or self._busy)
+
+    def _wait_for_entry(self) -> None:
+        self._cond.wait()
+
+    def _add_credit(self) -> None:
+        self._credits += 1
+        self._ring()
 
     def statistics(self) -> "QueueStats":
         """A copy of the queue statistics since the pipeline was built."""
@@ -343,16 +400,6 @@ class Prefetcher:
         """Batches queued, running or scheduled."""
         with self._lock:
             return len(self._queue) + self._credits + self._busy
-
-    def queued(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def ended(self) -> bool:
-        """Whether the producer halted at an end of the data (the end marker is queued, perhaps behind
-        batches the consumer has not taken yet)."""
-        with self._lock:
-            return self._halted and any(p.end for p in self._queue)
 
     def resume(self) -> None:
         """Clears the halt left by an end of data; drops queued end markers."""
@@ -440,10 +487,6 @@ class Prefetcher:
             self._stopped = True
         if self._on_stop is not None:
             self._on_stop()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def wakeup(self) -> None:
         """Wakes waiters (used when fed data arrives)."""

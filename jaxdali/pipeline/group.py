@@ -31,7 +31,7 @@ import numpy as np
 from jaxdali.ops import rng
 from jaxdali.ops.operator import RunContext
 from jaxdali.pipeline.device_stage import DeviceValue
-from jaxdali.pipeline.executor import Cancelled, Prefetcher, Produced, QueueStats
+from jaxdali.pipeline.executor import BatchQueue, Cancelled, Prefetcher, Produced, QueueStats
 from jaxdali.pipeline.plan import HOST_OUTPUTS
 from jaxdali.pipeline.runner import GraphRunner, _Job
 from jaxdali.tensors import TensorListCPU
@@ -359,20 +359,18 @@ class PipelineGroup:
         self._producer.close(timeout=timeout, join=join)
 
 
-class GroupMember:
+class GroupMember(BatchQueue):
     """A pipeline's prefetcher inside a ``PipelineGroup``: the consumer side of ``Prefetcher`` (same
     methods and meaning), fed by the group's rounds."""
 
     def __init__(self, group: PipelineGroup, index: int, name: str):
+        super().__init__()
         self._group = group
+        self._lock = group._lock
         self.index = index
         self._name = name
-        self._queue: collections.deque[Produced] = collections.deque()
         self._credits = 0  # batches asked for and not yet in a round
         self._inflight = 0  # rounds with a batch of this pipeline not yet moved to the queue
-        self._halted = False
-        self._closed = False
-        self._stats = QueueStats()
 
     @property
     def producers(self) -> int:
@@ -382,66 +380,40 @@ class GroupMember:
     def group(self) -> PipelineGroup:
         return self._group
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"pipeline {self._name!r} is closed")
 
+    def _coming(self) -> bool:
+        return bool(self._credits or self._inflight)
+
+    def _wait_for_entry(self) -> None:
+        self._group._form_rounds(force=self)
+        self._group._pull()
+
+    def _add_credit(self) -> None:
+        self._credits += 1
+        self._group._form_rounds()
+
     def schedule(self, runs: int) -> None:
-        with self._group._lock:
+        with self._lock:
             self._check_open()
             if self._halted:
                 return
             self._credits += runs
             self._group._form_rounds()
 
-    def get(self, schedule_one: bool = False) -> Produced:
-        group = self._group
-        with group._lock:
-            stats = self._stats
-            stats.gets += 1
-            stats.occupancy_sum += len(self._queue)
-            if not self._queue:
-                stats.empty_gets += 1
-                start = time.perf_counter()
-                try:
-                    while not self._queue:
-                        self._check_open()
-                        if not self._credits and not self._inflight:
-                            raise RuntimeError(
-                                "No pipeline run is scheduled: call schedule_run() before share_outputs()/outputs()")
-                        group._form_rounds(force=self)
-                        group._pull()
-                finally:
-                    stats.consumer_wait_seconds += time.perf_counter() - start
-            item = self._queue.popleft()
-            if schedule_one and not (item.end or item.error or self._halted or self._closed):
-                self._credits += 1
-                group._form_rounds()
-            return item
-
     def statistics(self) -> QueueStats:
-        with self._group._lock:
+        with self._lock:
             idle = self._group._producer.statistics().producer_idle_seconds
             return dataclasses.replace(self._stats, queued=len(self._queue), producer_idle_seconds=idle)
 
     def pending(self) -> int:
-        with self._group._lock:
+        with self._lock:
             return len(self._queue) + self._credits + self._inflight
 
-    def queued(self) -> int:
-        with self._group._lock:
-            return len(self._queue)
-
-    def ended(self) -> bool:
-        with self._group._lock:
-            return self._halted and any(p.end for p in self._queue)
-
     def resume(self) -> None:
-        with self._group._lock:
+        with self._lock:
             self._halted = False
             self._queue = collections.deque(p for p in self._queue if not p.end)
             self._group._form_rounds()
@@ -471,7 +443,7 @@ class GroupMember:
     def close(self, timeout: float = 30.0, join: bool = True) -> None:
         """Stops this pipeline's part; the group's threads stop (and every pipeline's operators close)
         once all its pipelines are closed."""
-        with self._group._lock:
+        with self._lock:
             self._closed = True
             self._credits = 0
             self._queue.clear()

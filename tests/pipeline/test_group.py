@@ -204,3 +204,26 @@ def test_operators_after_a_transfer_or_a_mixed_decoder_stay_with_their_pipeline(
     finally:
         for pipe in pipes + alone:
             pipe.close()
+
+
+def test_an_operator_that_is_not_row_wise_runs_on_each_pipelines_batch(digits_root):
+    # fn.pad pads to the longest sample of its batch: each pipeline's own batch, not the round's.
+    def graph(shard_id):
+        jpegs, _ = fn.readers.file(file_root=digits_root, random_shuffle=True, shard_id=shard_id, num_shards=2)
+        return fn.pad(fn.decoders.image_random_crop(jpegs, output_type=types.GRAY, random_area=[0.1, 1.0]))
+
+    def make(shard_id):
+        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=None, seed=41)(shard_id=shard_id)
+
+    pipes = [make(k) for k in range(2)]
+    share_host_threads(pipes)
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "the decoder is shared"
+    alone = [make(k) for k in range(2)]
+    try:
+        for _ in range(3):
+            for grouped, single in zip(pipes, alone):
+                (g,), (e,) = grouped.run(), single.run()
+                np.testing.assert_array_equal(g.as_array(), e.as_array())
+    finally:
+        for pipe in pipes + alone:
+            pipe.close()

@@ -78,7 +78,7 @@ class _CountingSlots(HostSlots):
 def _random_shard(files, shard_id=0, num_shards=1):
     data, _ = fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, random_shuffle=True,
                               name="Reader")
-    return fn.pad(data), fn.random.uniform(range=(0.0, 1.0))
+    return fn.pad(data, fill_value=shard_id), fn.random.uniform(range=(0.0, 1.0))
 
 
 @needs8
@@ -88,13 +88,13 @@ def test_data_iterator_over_8_devices_shares_threads_and_keeps_each_shards_value
     files = index_files(64)  # 8 per shard: 4 batches of 2
     sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), P("batch"))
 
-    # fn.pad (to the batch's longest sample) is not row_wise: these pipelines cannot form a group
-    # (jaxdali.pipeline.group) and share slots instead.
+    # The pipelines' graphs differ (fill_value; every file has one byte, so nothing is padded): they
+    # cannot form a group (jaxdali.pipeline.group) and share slots instead.
     @data_iterator(output_map=["data", "u"], reader_name="Reader", sharding=sharding)
     def loader(files, shard_id, num_shards):
         data, _ = fn.readers.file(files=files, shard_id=shard_id, num_shards=num_shards, random_shuffle=True,
                                   name="Reader")
-        return fn.pad(data), fn.random.uniform(range=(0.0, 1.0))
+        return fn.pad(data, fill_value=shard_id), fn.random.uniform(range=(0.0, 1.0))
 
     it = loader(files=files, batch_size=16, num_threads=2, seed=7)
     got = [(np.asarray(b["data"]).ravel(), np.asarray(b["u"]).ravel()) for b in (next(it) for _ in range(4))]
