@@ -10,6 +10,9 @@ iterator variant's ``--form`` is how the user writes it: ``data_iterator`` (defa
 device axis), or ``DALIGenericIterator`` over a pipeline left unbuilt (``generic``) or built first
 (``generic-built``), with the same sharding over one device. ``--layout``, ``--source`` and
 ``--explicit-interp`` pick the equivalent ways of writing the graph (``dali_api.graph``).
+``--process-id``/``--num-processes``/``--coordinator`` make it one process of a multi-process run
+(``jax.distributed`` over gloo; started by ``bench_multiprocess.py``): the sharding then spans every
+process's devices and ``versions["local_devices"]`` says which part of each global batch is this one's.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--layout", choices=("CHW", "HWC"), default="CHW")
     parser.add_argument("--source", choices=dali_api.SOURCES, default="file_root")
     parser.add_argument("--explicit-interp", action="store_true")
+    parser.add_argument("--process-id", type=int, default=0)
+    parser.add_argument("--num-processes", type=int, default=1)
+    parser.add_argument("--coordinator", default=None, help="host:port of process 0 (multi-process runs)")
     return parser.parse_known_args(argv)
 
 
@@ -43,6 +49,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     import dali_api
     import jax
+
+    if form.num_processes > 1:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(coordinator_address=form.coordinator, num_processes=form.num_processes,
+                                   process_id=form.process_id)
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     import jaxdali
@@ -52,6 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
     imported_at = time.time()
     versions = {"jaxdali": getattr(jaxdali, "__version__", "?"), "jax": jax.__version__,
                 "jaxdali_path": os.path.dirname(jaxdali.__file__), "devices": len(jax.devices()),
+                "local_devices": len(jax.local_devices()), "processes": form.num_processes,
                 "form": form.form, "layout": form.layout, "source": form.source,
                 "explicit_interp": form.explicit_interp}
     graph = dali_api.graph(args.pipeline, fn, types, form.layout, form.source, form.explicit_interp)

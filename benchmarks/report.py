@@ -31,7 +31,10 @@ def label(record: dict) -> str:
         how = "`@data_iterator`" if form == "data_iterator" else "`@data_iterator(devices=...)`, pmap-style" \
             if form == "data_iterator-devices" else (
             "`DALIGenericIterator` over " + ("a built" if form == "generic-built" else "an unbuilt") + " pipeline")
-        return (f"jaxdali {how}, {v.get('devices', 1)} device(s), {v.get('layout', 'CHW')}, "
+        processes = v.get("processes", 1)
+        devices = (f"{processes} processes × {v.get('local_devices')} devices" if processes > 1
+                   else f"{v.get('devices', 1)} device(s)")
+        return (f"jaxdali {how}, {devices}, {v.get('layout', 'CHW')}, "
                 f"`{v.get('source', 'file_root')}=`" + (", explicit `interp_type`" if v.get("explicit_interp") else ""))
     if system == "jaxdali-run":
         return "jaxdali `Pipeline.run()` (host TensorList, reference)"

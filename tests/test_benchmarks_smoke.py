@@ -61,7 +61,7 @@ def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, s
 def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     """run.py's rows for other ways of writing the pipeline, on ImageNet-size copies of the photos."""
     out = tmp_path / "results"
-    systems = "jaxdali-8dev-hwc,jaxdali-8dev-pmap,jaxdali-generic-built,jaxdali-file-list"
+    systems = "jaxdali-8dev-hwc,jaxdali-8dev-pmap,jaxdali-generic-built,jaxdali-file-list,jaxdali-2proc"
     done = subprocess.run(
         [sys.executable, str(RUNNER), "--data", str(small_folder), "--upscaled", "--systems", systems, "--no-raw",
          "--pipelines", "val", "--reps", "1", "--batch-size", "8", "--warmup", "0", "--batches", "1",
@@ -79,8 +79,30 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     for name in ("jaxdali-generic-built", "jaxdali-file-list"):
         assert by_system[name]["batch"] == {"shape": [8, 3, 224, 224], "dtype": "float32"}
         assert by_system[name]["versions"]["devices"] == 1
+    two = by_system["jaxdali-2proc"]  # 2 processes x 4 devices, one global batch of 8 rows
+    assert two["batch"] == {"shape": [8, 3, 224, 224], "dtype": "float32"}
+    assert (two["versions"]["processes"], two["versions"]["local_devices"], two["versions"]["devices"]) == (2, 4, 8)
+    assert len(two["local_images_per_s"]) == 2 and all(rate > 0 for rate in two["local_images_per_s"])
+    assert two["images_per_s"] == pytest.approx(sum(two["local_images_per_s"]))
     assert "`DALIGenericIterator` over a built pipeline" in done.stdout
+    assert "2 processes × 4 devices" in done.stdout
     assert "16 ImageNet-size copies" in done.stderr
+
+
+def test_multiprocess_row_sums_the_local_rates():
+    """bench_multiprocess.combine: each process's share of the global rate, summed; CPU and PSS summed."""
+    sys.path.insert(0, str(RUNNER.parent))
+    try:
+        import bench_multiprocess
+    finally:
+        sys.path.remove(str(RUNNER.parent))
+    records = [{"images_per_s": rate, "cpu_percent": 80.0, "pss_bytes": 3e8, "pss_import_bytes": 2e8, "processes": 1,
+                "import_s": imp, "ttfb_s": ttfb, "threads": 1, "versions": {"devices": 8, "local_devices": 4}}
+               for rate, imp, ttfb in ((1000.0, 1.0, 0.5), (800.0, 2.0, 0.25))]
+    row = bench_multiprocess.combine(records)
+    assert row["local_images_per_s"] == [500.0, 400.0] and row["images_per_s"] == 900.0
+    assert (row["cpu_percent"], row["pss_bytes"], row["threads"]) == (160.0, 6e8, 2)
+    assert (row["import_s"], row["ttfb_s"]) == (2.0, 0.5)
 
 
 @pytest.mark.slow

@@ -16,7 +16,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 from jaxdali import fn, pipeline_def, types  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator, data_iterator  # noqa: E402
-from jaxdali.plugin.jax import device_group  # noqa: E402
+from jaxdali.pipeline import device_stage  # noqa: E402
+from jaxdali.plugin.jax import assembly, device_group  # noqa: E402
+from jaxdali.tensors import TensorListGPU  # noqa: E402
 from tests.compilations import count_compilations  # noqa: E402
 
 FLOWERS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "flowers"
@@ -150,6 +152,41 @@ def test_pmap_style_devices_stack_the_group_programs_outputs():
     want, want_labels = _alone(DEVICES, 1, seed=9)[0]
     np.testing.assert_array_equal(images.reshape(want.shape), want)
     np.testing.assert_array_equal(np.asarray(batch["labels"]).reshape(want_labels.shape), want_labels)
+
+
+def test_pmap_style_stack_on_cpu_devices_is_a_view_of_the_pipelines_outputs():
+    """``assembly.stack_pipelines`` adds the device axis without copying each device's batch."""
+    devices = jax.devices()[:DEVICES]
+    arrays = [jax.device_put(np.full((BATCH, 3), k, np.float32), d) for k, d in enumerate(devices)]
+    stacked = assembly.stack_pipelines([TensorListGPU(a) for a in arrays], devices)
+    assert stacked.shape == (DEVICES, BATCH, 3)
+    np.testing.assert_array_equal(np.asarray(stacked), np.arange(DEVICES, dtype=np.float32)[:, None, None]
+                                  * np.ones((1, BATCH, 3), np.float32))
+    by_device = {shard.device: shard.data for shard in stacked.addressable_shards}
+    for array, device in zip(arrays, devices):
+        assert by_device[device].unsafe_buffer_pointer() == array.unsafe_buffer_pointer()
+
+
+def test_held_pmap_style_batches_keep_their_values_while_outputs_are_recycled(monkeypatch):
+    """The stacked batches share the group program's output memory: the recycler lends none of it to
+    the next batches while they are alive."""
+    monkeypatch.setattr(device_stage.OutputRecycler, "MIN_BYTES", 0)  # recycle even these small outputs
+    loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader",
+                           devices=jax.devices()[:DEVICES], auto_reset=True)
+    it = loader(batch_size=BATCH * DEVICES, num_threads=2, seed=5)
+    try:
+        held = [next(it)["images"] for _ in range(2)]
+        copies = [np.array(images) for images in held]
+        for _ in range(3):  # more batches computed while the first two are alive
+            try:
+                next(it)
+            except StopIteration:
+                next(it)
+    finally:
+        it.close()
+    for images, copy, (want, _) in zip(held, copies, _alone(DEVICES, 2, seed=5)):
+        np.testing.assert_array_equal(copy, want.reshape(copy.shape))
+        np.testing.assert_array_equal(np.asarray(images), copy)
 
 
 def test_a_pipeline_that_checks_its_outputs_runs_its_own_program_beside_the_group():
