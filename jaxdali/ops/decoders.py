@@ -719,32 +719,39 @@ class _BatchDecode:
             self.headers.pop(i, None)
         self.prepare_chunk(start, stop)
 
-    def decode(self, i: int) -> np.ndarray:
+    def decode(self, i: int, part=None) -> np.ndarray:
+        """Decodes row ``i``: its window, or the (y, x, h, w) ``part`` of it."""
         d = self.decoder
+        window = self.windows[i]
+        if part is not None:
+            window = part if window is None else (window[0] + part[0], window[1] + part[1], part[2], part[3])
         try:
-            return _decode_one(self.datas[i], self.headers[i], d.spec, self.params, self.windows[i], d.op, i,
-                               self.names[i])
+            return _decode_one(self.datas[i], self.headers[i], d.spec, self.params, window, d.op, i, self.names[i])
         except ImageDecodeError:
             raise
         except Exception as e:
             e.add_note(f"{_describe(d.op, i, self.names[i])} while decoding")
             raise
 
-    def decode_on_host(self, i: int):
-        """Decodes row ``i`` in its own capture window; None if it failed under ``error_policy="replace"``."""
+    def decode_on_host(self, i: int, part=None):
+        """Decodes row ``i`` (or its ``part``) in its own capture window; None if it failed under
+        ``error_policy="replace"``."""
         try:
-            return _captured(lambda: self.decode(i), _describe(self.decoder.op, i, self.names[i]), self.decoder.strict)
+            return _captured(lambda: self.decode(i, part), _describe(self.decoder.op, i, self.names[i]),
+                             self.decoder.strict)
         except ImageDecodeError as e:
             self.failed(i, e)
 
-    def decode_chunk(self, start: int, stop: int, consume) -> None:
-        """Decodes rows ``start`` .. ``stop - 1`` and calls ``consume(i, image)`` for each (``None`` for a
-        replaced row); reads the headers first unless ``prepare_captured`` did."""
+    def decode_chunk(self, start: int, stop: int, consume, parts=None) -> None:
+        """Decodes rows ``start`` .. ``stop - 1`` (only ``parts[i]`` of row ``i`` where given) and calls
+        ``consume(i, image)`` for each (``None`` for a replaced row); reads the headers first unless
+        ``prepare_captured`` did."""
         prepared = all(i in self.headers for i in range(start, stop))
+        parts = parts or [None] * self.n
         try:
             with CODEC_OUTPUT.window() as seen:
                 for i in (range(start, stop) if prepared else self.prepare_chunk(start, stop, captured=False)):
-                    consume(i, self.decode(i))
+                    consume(i, self.decode(i, parts[i]))
             if not seen.lines:
                 return
         except ImageDecodeError:
@@ -754,7 +761,7 @@ class _BatchDecode:
                 self.headers.pop(i, None)
             self.prepare_chunk(start, stop)
         for i in range(start, stop):
-            consume(i, self.decode_on_host(i) if i in self.headers else None)
+            consume(i, self.decode_on_host(i, parts[i]) if i in self.headers else None)
 
 
 class ImageDecoder(Operator):
@@ -825,7 +832,11 @@ class ImageDecoder(Operator):
             header, window = job.headers[i], job.windows[i]
             h, w = _oriented_size(header.height, header.width, header.orientation) if window is None else window[2:]
             shapes.append((int(h), int(w), channels))
-        return SampleSource(shapes, self.spec.dtype, "HWC", inputs[0].source_info, job.decode_chunk)
+        # With strict_decoding the whole image is decoded, so that corrupt data anywhere in it is refused;
+        # otherwise only the part the reader needs (corrupt data outside it goes unreported, as outside a
+        # crop window).
+        return SampleSource(shapes, self.spec.dtype, "HWC", inputs[0].source_info, job.decode_chunk,
+                            takes_parts=not self.strict)
 
     def _decode_on_device(self, out: list, headers: dict, windows: dict, decode_on_host) -> None:
         """Decodes the rows of ``headers`` in one batched call of ``device_decoder`` (same windows as the host

@@ -18,7 +18,7 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops.layouts import (SpatialLayout, allocate_batch, check_resampled_dtype_arg, resampled_dtype,
                                  sample_name)
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.resample import resample_sample, resample_window
+from jaxdali.ops.resample import resample_sample, resample_window, window_reads
 from jaxdali.ops.resample_plan import MODES, plan_resample, resize_geometry
 from jaxdali.ops.sample_source import SampleSource
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
@@ -82,15 +82,21 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
     # Plans (light, vectorised Python work) are made here, so the workers only run the heavy
     # NumPy/OpenCV/kernel calls, which release the GIL.
     plans = plan_resample(shapes, images.np_dtype, layout.axes, out_size, lo, hi, min_f, mag_f, antialias)
+    # A source computes only the part of each input that the output window reads (a decoder decodes
+    # just that region).
+    parts = [None] * len(samples)
+    if source is not None and source.takes_parts and windows is not None:
+        parts = [window_reads(shapes[i], images.np_dtype, layout.axes, plans[i], np.dtype(dtype), windows[i],
+                              out_shapes[i]) for i in range(len(samples))]
 
     def one(i: int, sample: np.ndarray) -> None:
         try:
             if source is not None:
-                source.check(i, sample, op)
+                source.check(i, sample, op, parts[i])
             if windows is None:
                 resample_sample(sample, layout.axes, plans[i], out[i])
             else:
-                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i])
+                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i], parts[i], shapes[i])
         except Exception as e:
             e.add_note(f"fn.{op}: {sample_name(source_info, i)}, shape {tuple(shapes[i])} -> "
                        f"{tuple(out_shapes[i])}")
@@ -98,7 +104,7 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
 
     def chunk(start: int, stop: int) -> None:
         if source is not None:
-            source.feed(start, stop, one)
+            source.feed(start, stop, one, parts)
             return
         for i in range(start, stop):
             one(i, samples[i])

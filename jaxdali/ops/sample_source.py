@@ -29,18 +29,21 @@ class SampleSource:
     Attributes:
       batch: a stand-in with each sample's shape, dtype, layout and source info, for the reader's
         planning; its samples are zero-size broadcast views whose values must never be read.
-      feed: ``feed(start, stop, consume)`` computes samples ``start`` .. ``stop - 1`` on the calling
-        thread and calls ``consume(i, sample)`` for each; errors are raised as the operator's ``run``
-        raises them.
+      feed: ``feed(start, stop, consume, parts=None)`` computes samples ``start`` .. ``stop - 1`` on the
+        calling thread and calls ``consume(i, sample)`` for each; errors are raised as the operator's
+        ``run`` raises them. ``parts[i]``, when given and not None, is the (y, x, h, w) region of sample
+        ``i`` that the reader needs: only that region is computed (its values those of the whole sample).
     """
 
-    __slots__ = ("batch", "feed", "origin")
+    __slots__ = ("batch", "feed", "takes_parts", "origin")
 
     def __init__(self, shapes: list[tuple[int, ...]], dtype: np.dtype, layout: str, source_info: list | None,
-                 feed: Callable[[int, int, Consume], None]):
+                 feed: Callable[..., None], takes_parts: bool = True):
         zero = np.zeros((), dtype)
         self.batch = TensorListCPU([np.broadcast_to(zero, shape) for shape in shapes], layout, source_info)
         self.feed = feed
+        #: Whether ``feed`` computes parts of samples (else it ignores ``parts``).
+        self.takes_parts = takes_parts
         #: The producing operator's name, for error notes.
         self.origin = ""
 
@@ -55,12 +58,14 @@ class SampleSource:
     def source_info(self, info: list | None) -> None:
         self.batch.source_info = info
 
-    def check(self, i: int, sample: np.ndarray, op: str) -> None:
-        """Raises if ``sample`` is not the shape and dtype announced for sample ``i`` (the reader planned for them)."""
+    def check(self, i: int, sample: np.ndarray, op: str, part: tuple[int, int, int, int] | None = None) -> None:
+        """Raises if ``sample`` is not the shape and dtype announced for sample ``i`` (or for its ``part``):
+        the reader planned for them."""
         expected = self.batch.samples()[i]
-        if sample.shape != expected.shape or sample.dtype != expected.dtype:
-            raise RuntimeError(f"fn.{op}: sample {i} was announced as {expected.shape} {expected.dtype} but came "
-                               f"out {sample.shape} {sample.dtype}; this is a jaxdali bug, please report it")
+        shape = expected.shape if part is None else (part[2], part[3], *expected.shape[2:])
+        if sample.shape != shape or sample.dtype != expected.dtype:
+            raise RuntimeError(f"fn.{op}: sample {i} was announced as {shape} {expected.dtype} but came out "
+                               f"{sample.shape} {sample.dtype}; this is a jaxdali bug, please report it")
 
     def materialize(self) -> TensorListCPU:
         """All samples as an ordinary batch (for a reader that cannot consume them one by one)."""

@@ -8,6 +8,7 @@ removed, which the plan then never feeds.
 from __future__ import annotations
 
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -126,15 +127,46 @@ def test_the_plan_feeds_only_a_decoder_whose_one_reader_is_resize(monkeypatch):
         assert len(run(graph, IMAGES[:2], True, monkeypatch, iterations=1)[1]) == expected, graph.__name__
 
 
+def whole(source):
+    images = fn.decoders.image(fn.external_source(source=source, batch=True), output_type=types.RGB)
+    return fn.resize(images, resize_x=56, resize_y=40)
+
+
+def strict_val(source):
+    images = fn.decoders.image(fn.external_source(source=source, batch=True), strict_decoding=True)
+    return fn.crop_mirror_normalize(fn.resize(images, resize_shorter=64), crop=(48, 48), dtype=types.FLOAT)
+
+
 def test_codec_messages_warn_and_the_batch_keeps_its_values(monkeypatch):
     """A corrupt image among clean ones: the chunk is decoded again sample by sample (the warning names
     the corrupt sample), and every row equals the unfed run's."""
     datas = IMAGES[:5] + [corrupt_jpeg()] + IMAGES[5:]
     with pytest.warns(CorruptImageWarning, match=r"sample 5: .*Corrupt JPEG data"):
-        fed, _ = run(val, datas, True, monkeypatch, iterations=1)
+        fed, _ = run(whole, datas, True, monkeypatch, iterations=1)
     with pytest.warns(CorruptImageWarning):
-        reference, _ = run(val, datas, False, monkeypatch, iterations=1)
+        reference, _ = run(whole, datas, False, monkeypatch, iterations=1)
     assert all(np.array_equal(x, y) for x, y in zip(fed[0], reference[0], strict=True))
+
+
+def test_only_the_part_the_crop_reads_is_decoded_unless_strict(monkeypatch):
+    """The val resize reads a centre part of each image: only that part is decoded, so corrupt data
+    outside it may go unreported (as outside a crop window); with strict_decoding the whole image is
+    decoded and refused as without feeding."""
+    datas = IMAGES[:5] + [corrupt_jpeg()] + IMAGES[5:]
+    seen: list = []
+    original = decoders._BatchDecode.decode
+    monkeypatch.setattr(decoders._BatchDecode, "decode", lambda job, i, part=None: seen.append((i, part)) or
+                        original(job, i, part))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CorruptImageWarning)  # nvImageCodec need not reach the damage
+        fed, _ = run(val, datas, True, monkeypatch, iterations=1)
+    # Upscales that OpenCV's linear resize computes are read whole; the others in part, e.g. row 1,
+    # 120 x 80 turned to 80 x 120, only its centre.
+    parts = dict(seen)
+    assert sorted(parts) == list(range(len(datas))) and sum(p is not None for p in parts.values()) >= 6
+    assert parts[1][2] < 80 and parts[1][3] < 120
+    with pytest.raises(ImageDecodeError, match=r"sample 5: .*strict_decoding=True"):
+        run(strict_val, datas, True, monkeypatch, iterations=1)
 
 
 def test_a_bad_image_raises_the_decoders_error(monkeypatch):
