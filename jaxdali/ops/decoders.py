@@ -59,6 +59,7 @@ from jaxdali.ops.codec_output import CODEC_OUTPUT
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.operator import Operator
+from jaxdali.ops.sample_source import SampleSource
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU, TensorListGPU
 from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
@@ -654,6 +655,115 @@ def _captured(call, where: str, strict: bool):
     return result
 
 
+class _BatchDecode:
+    """One batch of ``ImageDecoder``: its encoded samples, headers, windows and decoded images.
+
+    Clean images are decoded a chunk at a time inside one codec-capture window; if the codecs printed
+    anything there, or an image failed, the chunk is decoded again sample by sample, each in its own
+    window, which tells whose the messages are and warns or raises (clean images print nothing, so
+    nothing runs twice).
+    """
+
+    def __init__(self, decoder: "ImageDecoder", ctx, batch: TensorListCPU):
+        self.decoder = decoder
+        self.samples = batch.samples()
+        self.n = n = len(self.samples)
+        sources = batch.source_info or []
+        self.names = [sources[i] if i < len(sources) else None for i in range(n)]
+        self.keys = ctx.sample_keys(decoder.seed) if decoder.crops else None
+        self.params = _params(decoder.spec)
+        self.out: list = [None] * n
+        self.failures: dict[int, ImageDecodeError] = {}
+        self.datas: dict[int, np.ndarray] = {}
+        self.headers: dict[int, _Header] = {}
+        self.windows: dict[int, Any] = {}
+
+    def failed(self, i: int, error: ImageDecodeError) -> None:
+        if not self.decoder.replace:
+            raise error
+        self.failures[i] = error
+
+    def prepare_chunk(self, start: int, stop: int, captured: bool = True) -> list[int]:
+        """Reads the chunk's headers and draws its windows; returns the rows left to decode. With
+        ``captured=False`` the caller captures the codecs' output and handles ImageDecodeError."""
+        d, names = self.decoder, self.names
+        for i in range(start, stop):
+            self.datas[i] = data = _encoded(self.samples[i], d.op, i, names[i])
+            if not captured:
+                self.headers[i] = _read_header(data, d.op, i, names[i], d.adjust, d.max_pixels)
+                continue
+            try:
+                self.headers[i] = _captured(lambda: _read_header(data, d.op, i, names[i], d.adjust, d.max_pixels),
+                                            _describe(d.op, i, names[i]), d.strict)
+            except ImageDecodeError as e:
+                self.failed(i, e)
+        rows = [i for i in range(start, stop) if i in self.headers]
+        drawn = [None] * len(rows)
+        if self.keys is not None and rows:  # vectorised over the chunk's samples
+            sizes = np.array([_oriented_size(self.headers[i].height, self.headers[i].width,
+                                             self.headers[i].orientation) for i in rows], np.int64).reshape(-1, 2)
+            drawn = np.stack(d.windows(self.keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
+        self.windows.update(zip(rows, drawn))
+        return rows
+
+    def prepare_captured(self, start: int, stop: int) -> None:
+        """``prepare_chunk`` in one capture window; again sample by sample if the codecs said anything."""
+        try:
+            with CODEC_OUTPUT.window() as seen:
+                self.prepare_chunk(start, stop, captured=False)
+            if not seen.lines:
+                return
+        except ImageDecodeError:
+            pass
+        for i in range(start, stop):
+            self.headers.pop(i, None)
+        self.prepare_chunk(start, stop)
+
+    def decode(self, i: int, part=None) -> np.ndarray:
+        """Decodes row ``i``: its window, or the (y, x, h, w) ``part`` of it."""
+        d = self.decoder
+        window = self.windows[i]
+        if part is not None:
+            window = part if window is None else (window[0] + part[0], window[1] + part[1], part[2], part[3])
+        try:
+            return _decode_one(self.datas[i], self.headers[i], d.spec, self.params, window, d.op, i, self.names[i])
+        except ImageDecodeError:
+            raise
+        except Exception as e:
+            e.add_note(f"{_describe(d.op, i, self.names[i])} while decoding")
+            raise
+
+    def decode_on_host(self, i: int, part=None):
+        """Decodes row ``i`` (or its ``part``) in its own capture window; None if it failed under
+        ``error_policy="replace"``."""
+        try:
+            return _captured(lambda: self.decode(i, part), _describe(self.decoder.op, i, self.names[i]),
+                             self.decoder.strict)
+        except ImageDecodeError as e:
+            self.failed(i, e)
+
+    def decode_chunk(self, start: int, stop: int, consume, parts=None) -> None:
+        """Decodes rows ``start`` .. ``stop - 1`` (only ``parts[i]`` of row ``i`` where given) and calls
+        ``consume(i, image)`` for each (``None`` for a replaced row); reads the headers first unless
+        ``prepare_captured`` did."""
+        prepared = all(i in self.headers for i in range(start, stop))
+        parts = parts or [None] * self.n
+        try:
+            with CODEC_OUTPUT.window() as seen:
+                for i in (range(start, stop) if prepared else self.prepare_chunk(start, stop, captured=False)):
+                    consume(i, self.decode(i, parts[i]))
+            if not seen.lines:
+                return
+        except ImageDecodeError:
+            pass
+        if not prepared:
+            for i in range(start, stop):
+                self.headers.pop(i, None)
+            self.prepare_chunk(start, stop)
+        for i in range(start, stop):
+            consume(i, self.decode_on_host(i, parts[i]) if i in self.headers else None)
+
+
 class ImageDecoder(Operator):
     """Image decoder (``fn.decoders.image``): on the host, or with ``device="mixed"`` on the pipeline's
     CUDA device where ``gpu_decode.decode_status`` allows (else the host path, placed on the device)."""
@@ -700,89 +810,35 @@ class ImageDecoder(Operator):
         raise NotImplementedError
 
     def run(self, ctx, inputs, args):
-        batch = inputs[0]
-        samples = batch.samples()
-        sources = batch.source_info or []
-        n = len(samples)
-        out: list = [None] * n
-        failures: dict[int, ImageDecodeError] = {}
-        keys = ctx.sample_keys(self.seed) if self.crops else None
-        spec, op, adjust, limit, strict = self.spec, self.op, self.adjust, self.max_pixels, self.strict
-        params = _params(spec)
-        names = [sources[i] if i < len(sources) else None for i in range(n)]
-
-        def failed(i: int, error: ImageDecodeError) -> None:
-            if not self.replace:
-                raise error
-            failures[i] = error
-
-        datas: dict[int, np.ndarray] = {}
-        headers: dict[int, _Header] = {}
-        windows: dict[int, Any] = {}
-
-        def prepare_chunk(start: int, stop: int, captured: bool = True) -> list[int]:
-            """Reads the chunk's headers and draws its windows; returns the rows left to decode. With
-            ``captured=False`` the caller captures the codecs' output and handles ImageDecodeError."""
-            for i in range(start, stop):
-                datas[i] = data = _encoded(samples[i], op, i, names[i])
-                if not captured:
-                    headers[i] = _read_header(data, op, i, names[i], adjust, limit)
-                    continue
-                try:
-                    headers[i] = _captured(lambda: _read_header(data, op, i, names[i], adjust, limit),
-                                           _describe(op, i, names[i]), strict)
-                except ImageDecodeError as e:
-                    failed(i, e)
-            rows = [i for i in range(start, stop) if i in headers]
-            drawn = [None] * len(rows)
-            if keys is not None and rows:  # vectorised over the chunk's samples
-                sizes = np.array([_oriented_size(headers[i].height, headers[i].width, headers[i].orientation)
-                                  for i in rows], np.int64).reshape(-1, 2)
-                drawn = np.stack(self.windows(keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
-            windows.update(zip(rows, drawn))
-            return rows
-
-        def decode(i: int) -> np.ndarray:
-            try:
-                return _decode_one(datas[i], headers[i], spec, params, windows[i], op, i, names[i])
-            except ImageDecodeError:
-                raise
-            except Exception as e:
-                e.add_note(f"{_describe(op, i, names[i])} while decoding")
-                raise
-
-        def decode_on_host(i: int):
-            try:
-                return _captured(lambda: decode(i), _describe(op, i, names[i]), strict)
-            except ImageDecodeError as e:
-                failed(i, e)
-
-        def decode_chunk(start: int, stop: int) -> None:
-            # The whole chunk in one capture window (clean images print nothing); if the codecs said
-            # anything or an image failed, the chunk again sample by sample, each in its own window,
-            # which tells whose the messages are and reports them.
-            try:
-                with CODEC_OUTPUT.window() as seen:
-                    for i in prepare_chunk(start, stop, captured=False):
-                        out[i] = decode(i)
-                if not seen.lines:
-                    return
-            except ImageDecodeError:
-                pass
-            for i in range(start, stop):
-                out[i] = None
-                headers.pop(i, None)
-            for i in prepare_chunk(start, stop):
-                out[i] = decode_on_host(i)
-
+        job = _BatchDecode(self, ctx, inputs[0])
         if self.device_decoder is None:
-            ctx.parallel_for(decode_chunk, n)
-            replace_failed(ctx, failures, names, self.skip_log)
-            return TensorListCPU(out, "HWC")
-        ctx.parallel_for(prepare_chunk, n)
-        self._decode_on_device(out, headers, windows, decode_on_host)
-        replace_failed(ctx, failures, names, self.skip_log)
-        return TensorListGPU(out, "HWC")
+            ctx.parallel_for(lambda start, stop: job.decode_chunk(start, stop, job.out.__setitem__), job.n)
+            replace_failed(ctx, job.failures, job.names, self.skip_log)
+            return TensorListCPU(job.out, "HWC")
+        ctx.parallel_for(job.prepare_chunk, job.n)
+        self._decode_on_device(job.out, job.headers, job.windows, job.decode_on_host)
+        replace_failed(ctx, job.failures, job.names, self.skip_log)
+        return TensorListGPU(job.out, "HWC")
+
+    def sample_source(self, ctx, inputs, args) -> SampleSource | None:
+        """The decoded batch as samples decoded when the reader asks for them (headers read and windows
+        drawn now, in parallel). Not with ``error_policy="replace"`` (a replaced row is a copy of another
+        decoded image, which the reader must see as such), device decoding or ``ANY_DATA``."""
+        channels = _IMAGE_TYPE_CHANNELS.get(self.spec.output_type)
+        if self.replace or self.device_decoder is not None or channels is None:
+            return None
+        job = _BatchDecode(self, ctx, inputs[0])
+        ctx.parallel_for(job.prepare_captured, job.n)
+        shapes = []
+        for i in range(job.n):
+            header, window = job.headers[i], job.windows[i]
+            h, w = _oriented_size(header.height, header.width, header.orientation) if window is None else window[2:]
+            shapes.append((int(h), int(w), channels))
+        # With strict_decoding the whole image is decoded, so that corrupt data anywhere in it is refused;
+        # otherwise only the part the reader needs (corrupt data outside it goes unreported, as outside a
+        # crop window).
+        return SampleSource(shapes, self.spec.dtype, "HWC", inputs[0].source_info, job.decode_chunk,
+                            takes_parts=not self.strict)
 
     def _decode_on_device(self, out: list, headers: dict, windows: dict, decode_on_host) -> None:
         """Decodes the rows of ``headers`` in one batched call of ``device_decoder`` (same windows as the host

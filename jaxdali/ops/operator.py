@@ -156,6 +156,8 @@ class Operator:
       ``dense_device_inputs``;
     * windows (a producer computes only what its only reader crops): ``output_shapes`` and
       ``run_windowed`` on the producer, ``input_windows`` on the reader;
+    * sample by sample (a producer's samples are consumed as they are computed): ``sample_source`` on
+      the producer, ``run_fed`` on its only reader;
     * state: ``state``, ``restore``, ``check_restored_position``, ``can_reshard``, ``resume_info``;
     * sources: ``ends_epochs``, ``takes_fed_data``, ``feed``, ``reader_meta``, ``start_epoch``;
     * ``skip_log`` (``error_policy="replace"``), ``row_wise``, ``cancel``, ``close``.
@@ -195,6 +197,14 @@ class Operator:
     #: sample this operator reads, when it gives the same results from the windows alone (None: it
     #: needs the whole samples this time).
     input_windows: Callable | None = None
+
+    #: ``sample_source(ctx, inputs, args) -> SampleSource | None``: this batch's output as samples computed
+    #: when its only reader asks for them (``jaxdali.ops.sample_source``); None: ``run`` it as usual.
+    sample_source: Callable | None = None
+
+    #: ``run_fed(ctx, source, args, windows) -> outputs``: ``run_windowed`` of a one-input operator whose
+    #: input is a ``SampleSource``, consuming each sample as it is computed.
+    run_fed: Callable | None = None
 
     #: Whether the source may end an epoch (``StopIteration``); readers end epochs through their metadata.
     ends_epochs: bool = False

@@ -34,8 +34,8 @@ from jaxdali.ops import _resample_numpy
 from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.resample_plan import FRAME_TYPES, ResamplePlan, is_2d
 
-__all__ = ["kernel_status", "resample_sample", "resample_frame", "resample_nd", "resample_window", "linear_frame",
-           "rows_first", "store"]
+__all__ = ["kernel_status", "resample_sample", "resample_frame", "resample_nd", "resample_window", "window_reads",
+           "linear_frame", "rows_first", "store"]
 
 _KERNEL_SOURCE = pathlib.Path(__file__).with_name("_resample_kernel.c")
 
@@ -86,30 +86,65 @@ def resample_sample(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, 
             resample_frame(src, plan.taps.get(axes[0]), plan.taps.get(axes[1]), d)
 
 
-def resample_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,
-                    full_shape: Sequence[int]) -> None:
-    """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``, with the values of the full
-    resize: where the kernel runs on an HWC frame only the window's rows and columns are computed (the
-    same taps, the same pass order); otherwise the full result is computed and cut."""
+def _windowed_taps(axes: Sequence[int], plan: ResamplePlan, window, full_shape: Sequence[int], ndim: int,
+                   dtype: np.dtype, out_dtype: np.dtype, channels: int):
+    """Per spatial axis of an HWC frame, the output window's taps (None: the axis keeps its extent), when
+    the kernel computes just the window; None when the full resize must be computed and cut."""
     anchor, shape = window
     axes = list(axes)
-    spatial = set(axes)
-    whole_other = all(a == 0 and n == e for k, (a, n, e) in enumerate(zip(anchor, shape, full_shape))
-                      if k not in spatial)
+    whole_other = all(a == 0 and n == e for k, (a, n, e) in enumerate(zip(anchor, shape, full_shape)) if k not in axes)
     taps_h, taps_w = plan.taps.get(axes[0]), plan.taps.get(axes[-1])
-    if not plan.cv2_linear and axes == [0, 1] and image.ndim == 3 and whole_other and \
-            _kernel_runs(image.dtype, out.dtype, image.shape[2], taps_h, taps_w):
+    if plan.cv2_linear or axes != [0, 1] or ndim != 3 or not whole_other or \
+            not _kernel_runs(dtype, out_dtype, channels, taps_h, taps_w):
+        return None
+    rows = [slice(int(anchor[k]), int(anchor[k]) + int(shape[k])) for k in range(2)]
+    return [None if t is None else (t[0][rows[k]], t[1][rows[k]]) for k, t in enumerate((taps_h, taps_w))]
+
+
+def window_reads(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], plan: ResamplePlan, out_dtype: np.dtype,
+                 window, full_shape: Sequence[int]) -> tuple[int, int, int, int] | None:
+    """The (y, x, h, w) part of an input frame of ``in_shape`` that ``resample_window`` reads for ``window``
+    (every row and column of it), or None when it reads the whole input."""
+    taps = _windowed_taps(axes, plan, window, full_shape, len(in_shape), dtype, out_dtype, int(in_shape[-1]))
+    if taps is None:
+        return None
+    region = []
+    for k, t in enumerate(taps):
+        if t is None:
+            region.append((int(window[0][k]), int(window[1][k])))
+        else:
+            first, last = int(t[0].min()), int(t[0].max())
+            region.append((first, last - first + 1))
+    (y, h), (x, w) = region
+    return y, x, h, w
+
+
+def resample_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,
+                    full_shape: Sequence[int], part: tuple[int, int, int, int] | None = None,
+                    in_shape: Sequence[int] | None = None) -> None:
+    """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``, with the values of the full
+    resize: where the kernel runs on an HWC frame only the window's rows and columns are computed (the
+    same taps, the same pass order); otherwise the full result is computed and cut.
+
+    ``part``: ``image`` is only the ``window_reads`` part (y, x, h, w) of an input of ``in_shape``.
+    """
+    anchor, shape = window
+    in_shape = image.shape if in_shape is None else tuple(in_shape)
+    taps = _windowed_taps(axes, plan, window, full_shape, image.ndim, image.dtype, out.dtype, image.shape[-1])
+    if taps is not None:
+        offset = (0, 0) if part is None else part[:2]
         src = image
-        taps = []
-        for k, t in enumerate((taps_h, taps_w)):
-            lo, n = int(anchor[k]), int(shape[k])
+        for k, t in enumerate(taps):
             if t is None:  # the axis keeps its extent: the window's rows are the input's
-                src = src[(slice(None),) * k + (slice(lo, lo + n),)]
-                taps.append(None)
-            else:
-                taps.append((np.ascontiguousarray(t[0][lo:lo + n]), np.ascontiguousarray(t[1][lo:lo + n])))
-        resample_frame(src, taps[0], taps[1], out, rows_first(image.shape, full_shape, taps_h, taps_w))
+                lo = int(anchor[k]) - offset[k]
+                src = src[(slice(None),) * k + (slice(lo, lo + int(shape[k])),)]
+        taps = [None if t is None else (np.ascontiguousarray(t[0] - offset[k] if offset[k] else t[0]),
+                                        np.ascontiguousarray(t[1])) for k, t in enumerate(taps)]
+        taps_h, taps_w = plan.taps.get(axes[0]), plan.taps.get(axes[-1])
+        resample_frame(src, taps[0], taps[1], out, rows_first(in_shape, full_shape, taps_h, taps_w))
         return
+    if part is not None:
+        raise RuntimeError("resample_window: a part of the input was given where the whole input is needed")
     full = np.empty(tuple(int(v) for v in full_shape), out.dtype)
     resample_sample(image, axes, plan, full)
     np.copyto(out, full[tuple(slice(int(a), int(a) + int(n)) for a, n in zip(anchor, shape))])

@@ -18,8 +18,9 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops.layouts import (SpatialLayout, allocate_batch, check_resampled_dtype_arg, resampled_dtype,
                                  sample_name)
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.resample import resample_sample, resample_window
+from jaxdali.ops.resample import resample_sample, resample_window, window_reads
 from jaxdali.ops.resample_plan import MODES, plan_resample, resize_geometry
+from jaxdali.ops.sample_source import SampleSource
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIInterpType
@@ -63,11 +64,13 @@ def resample_filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, out_size: np.ndarray,
                    lo: np.ndarray, hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray, antialias: bool,
-                   dtype: np.dtype, windows: Sequence | None = None) -> TensorListCPU:
+                   dtype: np.dtype, windows: Sequence | None = None,
+                   source: SampleSource | None = None) -> TensorListCPU:
     """Resamples every sample on the worker pool, into one dense array where the shapes agree.
 
     ``windows``: per sample ``(anchor, shape)`` over all axes of the output sample: only that part of
-    the output is computed and returned (see ``Resize.run_windowed``).
+    the output is computed and returned (see ``Resize.run_windowed``). ``source``: the samples are
+    computed by it as the workers ask for them (``images`` is then its stand-in batch).
     """
     samples = images.samples()
     shapes = np.array([s.shape for s in samples], np.int64).reshape(len(samples), -1)
@@ -79,18 +82,32 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
     # Plans (light, vectorised Python work) are made here, so the workers only run the heavy
     # NumPy/OpenCV/kernel calls, which release the GIL.
     plans = plan_resample(shapes, images.np_dtype, layout.axes, out_size, lo, hi, min_f, mag_f, antialias)
+    # A source computes only the part of each input that the output window reads (a decoder decodes
+    # just that region).
+    parts = [None] * len(samples)
+    if source is not None and source.takes_parts and windows is not None:
+        parts = [window_reads(shapes[i], images.np_dtype, layout.axes, plans[i], np.dtype(dtype), windows[i],
+                              out_shapes[i]) for i in range(len(samples))]
+
+    def one(i: int, sample: np.ndarray) -> None:
+        try:
+            if source is not None:
+                source.check(i, sample, op, parts[i])
+            if windows is None:
+                resample_sample(sample, layout.axes, plans[i], out[i])
+            else:
+                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i], parts[i], shapes[i])
+        except Exception as e:
+            e.add_note(f"fn.{op}: {sample_name(source_info, i)}, shape {tuple(shapes[i])} -> "
+                       f"{tuple(out_shapes[i])}")
+            raise
 
     def chunk(start: int, stop: int) -> None:
+        if source is not None:
+            source.feed(start, stop, one, parts)
+            return
         for i in range(start, stop):
-            try:
-                if windows is None:
-                    resample_sample(samples[i], layout.axes, plans[i], out[i])
-                else:
-                    resample_window(samples[i], layout.axes, plans[i], out[i], windows[i], out_shapes[i])
-            except Exception as e:
-                e.add_note(f"fn.{op}: {sample_name(source_info, i)}, shape {tuple(shapes[i])} -> "
-                           f"{tuple(out_shapes[i])}")
-                raise
+            one(i, samples[i])
 
     ctx.parallel_for(chunk, len(samples))
     return TensorListCPU(out, layout.layout)
@@ -183,14 +200,20 @@ class Resize(Operator):
     def run_windowed(self, ctx, inputs, args, windows):
         """``run``, returning only ``windows[i] = (anchor, shape)`` of each output sample (all of it when
         None); the values are those of the full output."""
-        images = inputs[0]
+        return self._resize(ctx, inputs[0], args, windows, None)
+
+    def run_fed(self, ctx, source: SampleSource, args, windows):
+        """``run_windowed`` of the samples of ``source``, each resized as soon as it is computed."""
+        return self._resize(ctx, source.batch, args, windows, source)
+
+    def _resize(self, ctx, images: TensorListCPU, args, windows, source: SampleSource | None):
         n = len(images)
         if n == 0:
             return [images, TensorListCPU([])] if self.args.get("save_attrs") else images
-        images, layout, out_size, lo, hi, dtype, in_size = self._geometry(inputs, args)
+        images, layout, out_size, lo, hi, dtype, in_size = self._geometry([images], args)
         min_f, mag_f = resample_filters(self.op, args, n)
         result = resample_batch(ctx, self.op, images, layout, out_size, lo, hi, min_f, mag_f,
-                                bool(self.args["antialias"]), dtype, windows)
+                                bool(self.args["antialias"]), dtype, windows, source)
         if self.args.get("save_attrs"):
             return [result, TensorListCPU(in_size.astype(np.int32))]
         return result

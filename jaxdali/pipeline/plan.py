@@ -31,6 +31,8 @@ class RunPlan:
         and ``input_windows``).
       offloadable: ids of the host operator nodes that run in the fused device stage when the
         outputs are delivered on a device.
+      fed: ids of the host producers whose only reader consumes their samples as they are computed
+        (``sample_source`` on the producer, ``run_fed`` on the reader, e.g. decoder -> resize).
     """
 
     steps: tuple[tuple[OpNode, Operator], ...]
@@ -38,6 +40,7 @@ class RunPlan:
     release_before: tuple[tuple[int, ...], ...]
     windowed: Mapping[int, tuple[OpNode, Operator]]
     offloadable: frozenset[int]
+    fed: frozenset[int] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +68,10 @@ HOST_OUTPUTS = OutputMode()
 def plan_run(ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> RunPlan:
     """The plan for the built operators ``ops`` (graph order) and the pipeline ``outputs``."""
     steps, num_sources = _order(ops)
+    offloadable = _offloadable(steps, outputs)
     return RunPlan(steps=steps, num_sources=num_sources, release_before=_release_schedule(steps, num_sources, outputs),
-                   windowed=types.MappingProxyType(window_pairs(steps, outputs)),
-                   offloadable=_offloadable(steps, outputs))
+                   windowed=types.MappingProxyType(window_pairs(steps, outputs)), offloadable=offloadable,
+                   fed=_fed(steps, outputs, offloadable))
 
 
 def _order(ops: Sequence[tuple[OpNode, Operator]]) -> tuple[tuple[tuple[OpNode, Operator], ...], int]:
@@ -108,26 +112,48 @@ def window_pairs(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[Dat
     (consumer node, consumer operator). The producer then computes just those windows
     (``run_windowed``), e.g. resize followed by crop_mirror_normalize with a crop: the reader gets
     samples equal to its windows, so its results are unchanged (``input_windows``)."""
-    readers: dict[int, list] = {}
-    for node, op in steps:
-        for k, inp in enumerate(node.inputs):
-            readers.setdefault(id(inp), []).append((node, op, k))
-        for inp in node.arg_inputs.values():
-            readers.setdefault(id(inp), []).append((node, op, -1))
-    output_ids = {id(n) for n in outputs}
     pairs = {}
     for node, op in steps:
-        if node.device != "cpu" or len(node.outputs) != 1 or op.run_windowed is None:
+        if op.run_windowed is None:
             continue
-        out = node.outputs[0]
-        uses = readers.get(id(out), [])
-        if id(out) in output_ids or len(uses) != 1:
-            continue
-        reader, reader_op, position = uses[0]
-        if position == 0 and len(reader.inputs) == 1 and reader_op.input_windows is not None \
-                and reader.device == "cpu":
-            pairs[id(node)] = (reader, reader_op)
+        reader = _only_reader(node, steps, outputs)
+        if reader is not None and reader[1].input_windows is not None:
+            pairs[id(node)] = reader
     return pairs
+
+
+def _only_reader(node: OpNode, steps: Sequence[tuple[OpNode, Operator]],
+                 outputs: Sequence[DataNode]) -> tuple[OpNode, Operator] | None:
+    """(reader, its operator) when ``node`` is a host operator with one output, no pipeline output, read
+    by one host operator as its only input (not as an argument); otherwise None."""
+    # Nodes are compared by identity: ``==`` on a DataNode builds a graph node.
+    if node.device != "cpu" or len(node.outputs) != 1 or any(n is node.outputs[0] for n in outputs):
+        return None
+    out = node.outputs[0]
+    uses = [(reader, op) for reader, op in steps
+            for inp in (*reader.inputs, *reader.arg_inputs.values()) if inp is out]
+    if len(uses) != 1:
+        return None
+    reader, reader_op = uses[0]
+    if len(reader.inputs) != 1 or reader.inputs[0] is not out or reader.device != "cpu":
+        return None
+    return reader, reader_op
+
+
+def _fed(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
+         offloadable: frozenset[int]) -> frozenset[int]:
+    """Producers whose samples their only reader consumes one by one (``sample_source`` -> ``run_fed``).
+    Outside conditionals only: a branch's batch is a subset of rows."""
+    fed = set()
+    for node, op in steps:
+        if op.sample_source is None or node.batch_node is not None:
+            continue
+        reader = _only_reader(node, steps, outputs)
+        if reader is None or reader[1].run_fed is None or reader[0].batch_node is not None \
+                or id(reader[0]) in offloadable or any(n.batch_node is node.outputs[0] for n, _ in steps):
+            continue
+        fed.add(id(node))
+    return frozenset(fed)
 
 
 def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> frozenset[int]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxdali.core import options
 from jaxdali.ops.operator import ArgValues, Operator, RunContext
+from jaxdali.ops.sample_source import SampleSource
 from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.pipeline.device_stage import (DeviceProgram, DeviceValue, OutputRecycler, PendingOutputs, jax_device,
                                            place_on_device)
@@ -263,6 +264,8 @@ class GraphRunner:
             rows[row] = source
         job.ctx.pending_replacements.clear()
         for key, value in list(job.values.items()):
+            if isinstance(value, SampleSource):  # not computed yet: computed now, to copy its rows
+                value = value.materialize()
             if isinstance(value, DeviceValue) and value.samples is not None:  # stays on the device
                 job.values[key] = DeviceValue(samples=[value.samples[k] for k in rows], layout=value.layout,
                                               source_info=_rows_of(value.source_info, rows))
@@ -309,15 +312,27 @@ class GraphRunner:
         arg_inputs = {k2: self._host_value(values, n, job.program) for k2, n in node.arg_inputs.items()}
         args = ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size)
         start = time.perf_counter()
+        # A producer of plan.fed left its samples to be computed as this operator consumes them.
+        source = inputs[0] if inputs and isinstance(inputs[0], SampleSource) else None
         try:
             windows = None
             if id(node) in self.plan.windowed:
-                windows = self._windows_for(node, op, inputs, args, values, job.program, ctx.batch_size)
-            result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
+                windows = self._windows_for(node, op, [source.batch] if source is not None else inputs, args, values,
+                                            job.program, ctx.batch_size)
+            result = None
+            if source is not None:
+                result = op.run_fed(ctx, source, args, windows)
+            elif id(node) in self.plan.fed:
+                result = op.sample_source(ctx, inputs, args)
+                if result is not None:
+                    result.origin = node.display_name
+            if result is None:
+                result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
         except StopIteration:
             raise
         except Exception as e:
-            e.add_note(f"jaxdali: raised by {node.display_name} in pipeline {self._name!r}, "
+            fed_by = f" (computing the samples of {source.origin} as it reads them)" if source is not None else ""
+            e.add_note(f"jaxdali: raised by {node.display_name}{fed_by} in pipeline {self._name!r}, "
                        f"iteration {ctx.iteration}")
             raise
         self._add_time("op", time.perf_counter() - start, node.name)

@@ -545,7 +545,7 @@ def test_importing_jaxdali_does_not_import_jax(subprocess_env):
     code = ("import sys, jaxdali, jaxdali.plugin.jax\n"
             "assert 'jax' not in sys.modules, 'jax imported'\n"
             "assert not [m for m in sys.modules if m.split('.')[0] in ('torch', 'jax_plugins', 'jax_cuda12_plugin', "
-            "'nvidia')], 'torch, a JAX GPU plugin or an NVIDIA library imported'\n"
+            "'nvidia', 'scipy')], 'torch, a JAX GPU plugin, an NVIDIA library or SciPy imported'\n"
             "assert 'libcuda' not in open('/proc/self/maps').read(), 'CUDA driver loaded'\n"
             "from jaxdali import fn, pipeline_def\n"
             "@pipeline_def(batch_size=2, num_threads=1, device_id=None)\n"
