@@ -165,6 +165,9 @@ class PipelineGroup:
         self._from_lead = [{v: k for k, v in m.items()} for m in self._to_lead]
         self._finish_steps = range(lead.plan.num_sources, len(lead.plan.steps))
         self._shared = shared  # the steps computed once per round (unless a member records them on the device)
+        self._output_keys = frozenset(id(o) for o in lead._outputs)
+        #: Rounds whose shared steps raised, so that each pipeline computed its batch alone.
+        self.fallbacks = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._rounds: collections.deque[tuple[int, ...]] = collections.deque()  # scheduled, not begun
@@ -212,6 +215,7 @@ class PipelineGroup:
             except Cancelled:
                 raise
             except BaseException:  # noqa: BLE001 - each pipeline computes its batch alone, raising its own error
+                self.fallbacks += 1
                 outcomes = [self._finish_alone(m, job) for m, job in entries]
             for (m, _), produced in zip(entries, outcomes):
                 results[m] = self._halt(m, produced) if produced.error is not None else produced
@@ -253,7 +257,10 @@ class PipelineGroup:
         if merged.ctx.replaced:
             raise RuntimeError("a row_wise operator replaced rows")  # computed again, pipeline by pipeline
         sizes = [job.ctx.batch_size for _, job in entries]
-        pieces = {key: _split(value, sizes) for key, value in merged.values.items()}
+        # Only what the rest reads goes back (the merged run stops before the steps that would release
+        # the others, e.g. a decoder's samples that only the shared resize reads).
+        wanted = self._read_by(frozenset(self._finish_steps) - done) | self._output_keys
+        pieces = {key: _split(value, sizes) for key, value in merged.values.items() if key in wanted}
         for i, (m, job) in enumerate(entries):
             back = self._from_lead[m]
             job.values.clear()
@@ -263,7 +270,8 @@ class PipelineGroup:
     def _read_by(self, steps: frozenset[int]) -> frozenset[int]:
         """The first pipeline's value keys that ``steps`` read."""
         nodes = [self._runners[0].plan.steps[k][0] for k in steps]
-        return frozenset(id(i) for n in nodes for i in list(n.inputs) + list(n.arg_inputs.values()))
+        return frozenset(id(i) for n in nodes
+                         for i in list(n.inputs) + list(n.arg_inputs.values()) + [n.batch_node] if i is not None)
 
     def _merged_steps(self, entries) -> frozenset[int]:
         """The steps computed once for the round: those after the sources that no pipeline of the round

@@ -69,6 +69,7 @@ def test_data_iterator_over_8_devices_runs_one_group_and_each_shard_equals_its_p
     assert all(isinstance(m, GroupMember) for m in members)
     assert len({id(m._group) for m in members}) == 1
     got = _take(it, 3)
+    assert members[0].group.fallbacks == 0  # the shared steps ran shared
     expected = _shards_alone(digits_root, seed=5, steps=3)
     for step, (g, e) in enumerate(zip(got, expected)):
         for j in range(3):
@@ -226,4 +227,33 @@ def test_an_operator_that_is_not_row_wise_runs_on_each_pipelines_batch(digits_ro
                 np.testing.assert_array_equal(g.as_array(), e.as_array())
     finally:
         for pipe in pipes + alone:
+            pipe.close()
+
+
+def _val_graph(root, shard_id=0, num_shards=1):
+    """An evaluation graph: whole decode (fed to the resize, region decoded for the crop), resize of the
+    shorter side, centre crop in the device stage."""
+    jpegs, labels = fn.readers.file(file_root=root, shard_id=shard_id, num_shards=num_shards, name="Reader")
+    images = fn.resize(fn.decoders.image(jpegs, output_type=types.RGB), resize_shorter=14)
+    return fn.crop_mirror_normalize(images, crop=(12, 12), dtype=types.FLOAT, mean=[100.0, 110.0, 120.0]), labels
+
+
+@needs8
+def test_an_evaluation_graph_over_8_devices_shares_its_steps_and_equals_its_pipelines_alone(digits_root):
+    sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), P("batch"))
+    it = data_iterator(_val_graph, output_map=["images", "labels"], reader_name="Reader", sharding=sharding)(
+        root=digits_root, batch_size=32, num_threads=2, seed=1)
+    got = [[np.asarray(b[k]) for k in ("images", "labels")] for b in (next(it) for _ in range(2))]
+    group = it._pipes[0]._prefetcher.group
+    assert group.fallbacks == 0
+    it.close()
+    pipes = [pipeline_def(_val_graph, batch_size=4, num_threads=1, device_id=None, seed=1)(
+        root=digits_root, shard_id=k, num_shards=8) for k in range(8)]
+    try:
+        for g in got:
+            runs = [pipe.run() for pipe in pipes]
+            for j in range(2):
+                np.testing.assert_array_equal(g[j], np.concatenate([np.asarray(r[j].as_array()) for r in runs]))
+    finally:
+        for pipe in pipes:
             pipe.close()
