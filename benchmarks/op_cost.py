@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import pathlib
 import statistics
 import sys
@@ -158,6 +159,25 @@ def report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def family_summary(rows: list[dict]) -> str:
+    """A markdown table per family: cases with a CPU ratio, their geometric mean and how many exceed 1.0.
+
+    Cases DALI cannot run on the CPU (no ratio) and the ``feed`` row are left out.
+    """
+    ratios: dict[str, list[float]] = {}
+    for r in rows:
+        if r["family"] != "-" and "cpu_ratio" in r:
+            ratios.setdefault(r["family"], []).append(r["cpu_ratio"])
+    lines = ["| family | cases | jaxdali ÷ DALI CPU, geometric mean | cases > 1.0 | worst case |",
+             "|---|---:|---:|---:|---|"]
+    for family, values in sorted(ratios.items()):
+        worst = max((r for r in rows if r["family"] == family and "cpu_ratio" in r), key=lambda r: r["cpu_ratio"])
+        geomean = math.exp(sum(math.log(v) for v in values) / len(values))
+        lines.append(f"| {family} | {len(values)} | {geomean:.2f} | {sum(v > 1.0 for v in values)} | "
+                     f"{worst['case']} {worst['cpu_ratio']:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="comma-separated case names (default: every case)")
@@ -178,6 +198,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"batch {BATCH} photos {IMAGE_WIDTH}x{IMAGE_HEIGHT} uint8 HWC, {args.threads} threads, "
           f"median of {args.reps} interleaved repetitions x {args.batches} batches")
     print(report(rows))
+    print()
+    print(family_summary(rows))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     return rows

@@ -29,3 +29,13 @@ def test_every_case_runs_in_jaxdali(flowers_root):
     assert not failed
     table = op_cost.report(rows)
     assert all(f"| {name} |" in table for name in cases)
+
+
+def test_family_summary_is_the_geometric_mean_of_each_familys_cpu_ratios():
+    rows = [{"case": "feed", "family": "-", "cpu_ratio": 9.0},
+            {"case": "a", "family": "audio", "cpu_ratio": 0.5}, {"case": "b", "family": "audio", "cpu_ratio": 2.0},
+            {"case": "c", "family": "audio", "cpu_ratio": 1.0},
+            {"case": "d", "family": "image", "cpu_ratio": 0.25},
+            {"case": "e", "family": "gpuonly", "dali_error": "no CPU operator"}]
+    lines = _runner().family_summary(rows).splitlines()
+    assert lines[2:] == ["| audio | 3 | 1.00 | 1 | b 2.00 |", "| image | 1 | 0.25 | 0 | d 0.25 |"]

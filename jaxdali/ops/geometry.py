@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import cv2
 import numpy as np
 
+from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, WindowOutOfBounds, check_crop_args,
                                    crop_positions, crop_window, device_anchors, given_arg, requested_crop,
@@ -175,6 +177,24 @@ FLIP = register(OpSchema(
 # -- transpose -------------------------------------------------------------------------------------
 
 
+#: Element types ``cv2.split`` copies as they are, and its limit on channels.
+_SPLIT_TYPES = tuple(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64))
+_SPLIT_MAX_CHANNELS = 512
+
+
+def _hwc_to_chw(sample: np.ndarray, dst: np.ndarray) -> bool:
+    """Copies an HWC ``sample`` into the CHW ``dst`` plane by plane with ``cv2.split`` (GIL-free, 3x faster
+    than NumPy's copy of the transposed view, which moves one element at a time); False, copying nothing,
+    where OpenCV cannot take the sample."""
+    if sample.dtype not in _SPLIT_TYPES or not 1 < sample.shape[2] <= _SPLIT_MAX_CHANNELS or sample.size == 0:
+        return False
+    planes = list(dst)
+    for plane, got in zip(planes, cv2.split(np.ascontiguousarray(sample), planes)):
+        if got is not plane:  # OpenCV wrote elsewhere (it reuses outputs of the right type and size)
+            np.copyto(plane, got)
+    return True
+
+
 class Transpose(LayoutAware, Operator):
     """Permutes the axes of each sample: output axis k is input axis ``perm[k]``."""
 
@@ -219,13 +239,15 @@ class Transpose(LayoutAware, Operator):
         dense = None
         if x.dense() is not None:
             shape = x.shape()[0]
-            dense = np.empty((len(x),) + tuple(shape[p] for p in perm), x.np_dtype)
+            dense = owned_empty((len(x),) + tuple(shape[p] for p in perm), x.np_dtype)
         outs: list[Any] = [None] * len(x)
+        planar = perm == (2, 0, 1)
 
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
                 if dense is not None:
-                    np.copyto(dense[i], samples[i].transpose(perm))
+                    if not (planar and _hwc_to_chw(samples[i], dense[i])):
+                        np.copyto(dense[i], samples[i].transpose(perm))
                 else:
                     outs[i] = np.ascontiguousarray(samples[i].transpose(perm))
 

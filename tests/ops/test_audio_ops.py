@@ -183,6 +183,21 @@ def test_nonsilent_region_finds_loud_bursts_anywhere_in_long_signals():
     expected[2] = (19990 - 63, 20000 - (19990 - 63))  # the region ends with the signal
     assert [(int(b), int(n)) for b, n in zip(begin, length)] == expected
 
+@pytest.mark.parametrize("size", [1, 7, 8, 9, 1000, 4103])
+@pytest.mark.parametrize("window", [1, 5, 8, 300, 5000])
+def test_nonsilent_window_sums_are_the_sums_of_squares_over_each_window(size, window):
+    """The blocked running sum (rows of 8) at sizes and windows off and on the block boundaries, with a
+    reused scratch larger than needed."""
+    from jaxdali.ops.audio.nonsilent import scratch_size, window_sums
+
+    signal = np.random.default_rng(size).uniform(-1, 1, size).astype(np.float32)
+    squares = signal.astype(np.float64) ** 2
+    expected = np.array([squares[max(i - window + 1, 0):i + 1].sum() for i in range(size)])
+    scratch = np.full(scratch_size(size) + 5, np.nan)
+    np.testing.assert_allclose(window_sums(signal, window, scratch), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(window_sums(signal, window), expected, rtol=1e-12, atol=1e-12)
+
+
 def test_to_decibels_and_mfcc_of_constant_spectra():
     spectrum = [np.full((40, 3), 100.0, np.float32), np.full((40, 3), 0.01, np.float32)]
 

@@ -296,6 +296,20 @@ def test_transpose_sequence_to_cfhw():
     np.testing.assert_array_equal(out[1], (seq + 1).transpose(3, 0, 1, 2))
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.float64, np.int64, np.float16, np.bool_])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_transpose_hwc_to_chw_of_every_type_and_channel_count(dtype, channels):
+    """HWC -> CHW goes plane by plane through OpenCV for its types (the others, one channel and the
+    strided sample of the second batch through NumPy): the same values either way."""
+    x = grid(5, 7, channels, dtype=np.float64, start=-20).astype(dtype)
+    strided = grid(5, 14, channels, dtype=np.float64).astype(dtype)[:, ::2]
+    for batch in ([x, x[::-1].copy()], [x, strided]):
+        out = one(lambda n: fn.transpose(n, perm=[2, 0, 1]), batch, num_threads=2)
+        for got, sample in zip(out, batch):
+            assert got.dtype == sample.dtype
+            np.testing.assert_array_equal(got, sample.transpose(2, 0, 1))
+
+
 @pytest.mark.parametrize("perm", [[2, 0, 0], [3, 0, 1]])
 def test_transpose_invalid_permutation(perm):
     with pytest.raises(OpArgumentError, match="Invalid permutation"):

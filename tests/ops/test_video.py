@@ -399,3 +399,21 @@ def test_decoder_matches_dali_bit_for_bit(videos, case):
         return np.asarray(pipe.run()[0].at(0))
 
     np.testing.assert_array_equal(run(jaxdali, fn), run(dali, dali_fn))
+
+
+def test_frames_of_other_sizes_and_formats_convert_as_pyav_alone_on_a_reused_reformatter():
+    """``store_rgb`` keeps one swscale reformatter per thread: frames of other sizes and pixel formats
+    in turn must still give what a fresh conversion of each gives."""
+    from jaxdali.ops.video_codec import store_rgb
+
+    interp = av.video.reformatter.Interpolation
+    flags = interp.BILINEAR | interp.ACCURATE_RND | interp.FULL_CHR_H_INT
+    rng = np.random.default_rng(0)
+    frames = []
+    for width, height, fmt in ((96, 64, "yuv420p"), (50, 30, "yuv444p"), (96, 64, "yuv420p"), (34, 18, "nv12")):
+        rgb = rng.integers(0, 256, (height, width, 3), np.uint8)
+        frames.append(av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format=fmt))
+    for frame in frames:
+        out = np.zeros((1, frame.height, frame.width, 3), np.uint8)
+        store_rgb([frame], out)
+        np.testing.assert_array_equal(out[0], frame.to_ndarray(format="rgb24", interpolation=flags, threads=1))

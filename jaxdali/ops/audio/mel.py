@@ -3,17 +3,18 @@
 The bank is a (nfilter, bins) matrix built once per (sample rate, band, bin count): filters whose
 centres are equally spaced on the mel scale (Slaney's or HTK's formula), each peaking at 1 or, with
 ``normalize``, scaled to unit area. Adjacent triangles overlap by half, so every bin feeds at most two
-filters (the falling edge of one, the rising edge of the next): applying the bank is two weighted
-segment sums over the bins (``numpy.add.reduceat``), about 2 x bins x frames products, where a dense
-matrix product costs nfilter x bins x frames (and a multithreaded BLAS call stalls on a busy machine).
+filters (the falling edge of one, the rising edge of the next): the bank is applied as a sparse matrix
+(SciPy's compressed rows, one compiled loop), about 2 x bins x frames products, where a dense matrix
+product costs nfilter x bins x frames (and a multithreaded BLAS call stalls on a busy machine); NumPy's
+``add.reduceat`` over the same segments was 7x slower than the sparse product.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import numpy as np
+import scipy.sparse
 
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -64,52 +65,16 @@ def mel_bank(nfilter: int, bins: int, sample_rate: float, freq_low: float, freq_
     return bank.astype(np.float32)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Edge:
-    """One weight per bin for the bins in ``bins``, summed into filter ``filters[k]`` over the bins
-    ``bins[starts[k]:starts[k + 1]]``."""
-
-    bins: np.ndarray | slice
-    weights: np.ndarray
-    starts: np.ndarray
-    filters: np.ndarray | slice
-
-
 @functools.lru_cache(maxsize=32)
-def _edges(nfilter: int, bins: int, *band) -> tuple[_Edge, ...]:
-    """The bank's nonzero weights as (at most) two ``_Edge`` passes: each bin's first and second filter.
-
-    Filter k is nonzero strictly between edges k and k + 2, so a bin between edges j and j + 1 feeds
-    filters j - 1 and j only (and a bin on an edge, one of them): never more than two."""
-    bank = mel_bank(nfilter, bins, *band)
-    nonzero = bank != 0
-    count = nonzero.sum(axis=0)
-    first = np.argmax(nonzero, axis=0)
-    last = nonzero.shape[0] - 1 - np.argmax(nonzero[::-1], axis=0)
-    edges = []
-    for filters, used in ((first, count >= 1), (last, count == 2)):
-        sel = np.flatnonzero(used)
-        if not sel.size:
-            continue
-        f = filters[sel]
-        starts = np.flatnonzero(np.concatenate([[True], f[1:] != f[:-1]]))
-        edges.append(_Edge(_as_slice(sel), bank[f, sel][:, None], starts, _as_slice(f[starts])))
-    return tuple(edges)
-
-
-def _as_slice(index: np.ndarray) -> np.ndarray | slice:
-    """A run of consecutive indices as a slice (a view, not a gather); other index arrays as they are."""
-    if index.size and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
-        return slice(int(index[0]), int(index[0]) + index.size)
-    return index
+def _sparse_bank(nfilter: int, bins: int, *band) -> scipy.sparse.csr_array:
+    """``mel_bank`` as a compressed sparse row matrix (float32): only the nonzero weights."""
+    return scipy.sparse.csr_array(mel_bank(nfilter, bins, *band))
 
 
 def apply_bank(spectrum: np.ndarray, nfilter: int, *band) -> np.ndarray:
     """The mel filters applied along axis 0 of ``spectrum`` (bins, ...): (nfilter, ...) float32."""
     flat = spectrum.reshape(spectrum.shape[0], -1)
-    out = np.zeros((nfilter, flat.shape[1]), np.float32)
-    for edge in _edges(nfilter, spectrum.shape[0], *band):
-        out[edge.filters] += np.add.reduceat(flat[edge.bins] * edge.weights, edge.starts, axis=0)
+    out = _sparse_bank(nfilter, spectrum.shape[0], *band) @ flat
     return out.reshape((nfilter,) + spectrum.shape[1:])
 
 

@@ -36,6 +36,8 @@ _F32 = np.float32
 _SEARCH_LIMIT = 10_000
 #: A sample's state after the first round (see ``RandomBBoxCrop._first_round``).
 _CROP, _NO_CROP, _UNRESOLVED = 0, 1, 2
+#: A window's [x, y] columns repeated for both corners of an ltrb box.
+_CORNERS = [0, 1, 0, 1]
 
 
 class BoxLayout:
@@ -287,19 +289,23 @@ class RandomBBoxCrop(Operator):
         windows[no_crop] = (0, 0, 1, 1)
         kept[no_crop[rows.sample]] = True
         anchors, shapes = windows[:, :2], windows[:, 2:] - windows[:, :2]
-        row_anchor, row_size = anchors[rows.sample[kept], None], shapes[rows.sample[kept], None]
-        cropped = (rows.ltrb[kept].reshape(-1, 2, 2) - row_anchor) / row_size  # both corners at once
-        cropped = np.clip(cropped, 0, 1, out=cropped).astype(_F32, copy=False).reshape(-1, 4)
+        # Row by row with whole rows of 4 (NumPy is slow on boolean row masks and on broadcasts over
+        # trailing axes of 2): each kept box's window corner and size repeated for both of its corners.
+        kept_sample = rows.sample[kept]
+        cropped = rows.ltrb.compress(kept, axis=0)
+        cropped -= anchors[:, _CORNERS].take(kept_sample, axis=0)
+        cropped /= shapes[:, _CORNERS].take(kept_sample, axis=0)
+        cropped = np.clip(cropped, 0, 1, out=cropped).astype(_F32, copy=False)
         if self.absolute:
             image = np.stack([self._xy(args, "input_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
             crop = np.stack([self._xy(args, "crop_shape", i) for i in range(n)]) if n else np.zeros((0, 2))
             anchors = np.rint(anchors * image).astype(_F32)
             shapes = np.where(no_crop[:, None], image, crop).astype(_F32)
-        counts = np.bincount(rows.sample[kept], minlength=n)
+        counts = np.bincount(kept_sample, minlength=n)
         outputs = [TensorListCPU(np.ascontiguousarray(anchors, _F32)), TensorListCPU(np.ascontiguousarray(shapes, _F32)),
                    TensorListCPU(split_rows(self.layout.from_ltrb(cropped), counts))]
         if len(inputs) > 1:
-            outputs.append(TensorListCPU(split_rows(self._labels(inputs[1], rows)[kept], counts)))
+            outputs.append(TensorListCPU(split_rows(self._labels(inputs[1], rows).compress(kept, axis=0), counts)))
         if self.args["output_bbox_indices"]:
             outputs.append(TensorListCPU(split_rows(rows.position[kept].astype(np.int32), counts)))
         return outputs
