@@ -262,8 +262,28 @@ class BatchQueue:
         """Asks for one more batch (call with ``_lock`` held)."""
         raise NotImplementedError
 
+    def _credits_changed(self) -> None:
+        """Lets the producer see a change of the credits or of the halt (call with ``_lock`` held)."""
+        raise NotImplementedError
+
+    def _in_progress(self) -> int:
+        """Batches asked for and not queued yet (call with ``_lock`` held)."""
+        raise NotImplementedError
+
     def _check_open(self) -> None:
         raise NotImplementedError
+
+    def pending(self) -> int:
+        """Batches queued, running or scheduled."""
+        with self._lock:
+            return len(self._queue) + self._in_progress()
+
+    def resume(self) -> None:
+        """Clears the halt left by an end of data; drops queued end markers."""
+        with self._lock:
+            self._halted = False
+            self._queue = collections.deque(p for p in self._queue if not p.end)
+            self._credits_changed()
 
     def get(self, schedule_one: bool = False) -> Produced:
         """Blocks until the next entry is ready and returns it; ``schedule_one``: if it is a batch,
@@ -391,22 +411,17 @@ class Prefetcher(BatchQueue):
         self._credits += 1
         self._ring()
 
+    def _credits_changed(self) -> None:
+        self._ring()
+
+    def _in_progress(self) -> int:
+        return self._credits + self._busy
+
     def statistics(self) -> "QueueStats":
         """A copy of the queue statistics since the pipeline was built."""
         with self._lock:
             return dataclasses.replace(self._stats, queued=len(self._queue))
 
-    def pending(self) -> int:
-        """Batches queued, running or scheduled."""
-        with self._lock:
-            return len(self._queue) + self._credits + self._busy
-
-    def resume(self) -> None:
-        """Clears the halt left by an end of data; drops queued end markers."""
-        with self._lock:
-            self._halted = False
-            self._queue = collections.deque(p for p in self._queue if not p.end)
-            self._ring()
 
     def wait_idle(self) -> None:
         """Waits until the producer has run every scheduled batch (or halted, or was closed)."""

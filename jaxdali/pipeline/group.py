@@ -403,6 +403,12 @@ class GroupMember(BatchQueue):
         self._credits += 1
         self._group._form_rounds()
 
+    def _credits_changed(self) -> None:
+        self._group._form_rounds()
+
+    def _in_progress(self) -> int:
+        return self._credits + self._inflight
+
     def schedule(self, runs: int) -> None:
         with self._lock:
             self._check_open()
@@ -415,16 +421,6 @@ class GroupMember(BatchQueue):
         with self._lock:
             idle = self._group._producer.statistics().producer_idle_seconds
             return dataclasses.replace(self._stats, queued=len(self._queue), producer_idle_seconds=idle)
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._queue) + self._credits + self._inflight
-
-    def resume(self) -> None:
-        with self._lock:
-            self._halted = False
-            self._queue = collections.deque(p for p in self._queue if not p.end)
-            self._group._form_rounds()
 
     def wait_idle(self) -> None:
         """Waits until every batch asked for is computed (or the pipeline halted, or was closed)."""
