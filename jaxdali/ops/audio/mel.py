@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import scipy.sparse
 
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
@@ -66,8 +65,11 @@ def mel_bank(nfilter: int, bins: int, sample_rate: float, freq_low: float, freq_
 
 
 @functools.lru_cache(maxsize=32)
-def _sparse_bank(nfilter: int, bins: int, *band) -> scipy.sparse.csr_array:
-    """``mel_bank`` as a compressed sparse row matrix (float32): only the nonzero weights."""
+def _sparse_bank(nfilter: int, bins: int, *band):
+    """``mel_bank`` as a compressed sparse row matrix (float32): only the nonzero weights. (SciPy is
+    imported here, on first use: see ``spectral``.)"""
+    import scipy.sparse
+
     return scipy.sparse.csr_array(mel_bank(nfilter, bins, *band))
 
 

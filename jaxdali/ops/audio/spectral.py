@@ -77,7 +77,7 @@ class PowerSpectrum(Operator):
             result = owned_empty(shape, np.float32)
 
             def work_dense(lo: int, hi: int) -> None:
-                magnitude(scipy.fft.rfft(dense[lo:hi], n=n, axis=axis + 1), power, result[lo:hi])
+                magnitude(self._rfft(dense[lo:hi], n=n, axis=axis + 1), power, result[lo:hi])
 
             ctx.parallel_for(work_dense, len(dense))
             return TensorListCPU(result, x.layout())
