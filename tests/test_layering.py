@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pipeline", ("jaxdali.pipeline", "jaxdali.fn")),
     ("pipeline libraries", ("jaxdali.auto_aug",)),
     ("plugins", ("jaxdali.plugin", "jaxdali.plugin.jax", "jaxdali.plugin.pytorch")),
-    ("applications", ("jaxdali", "jaxdali.backend", "jaxdali.config", "jaxdali.datasets", "jaxdali.cli",
-                      "jaxdali.tools", "jaxdali.__main__")),
+    ("applications", ("jaxdali", "jaxdali.backend", "jaxdali.backend_impl", "jaxdali.config", "jaxdali.datasets",
+                      "jaxdali.cli", "jaxdali.tools", "jaxdali.__main__")),
 )
 
 

@@ -15,11 +15,29 @@ from jaxdali.plugin.jax import DALIGenericIterator, data_iterator
 from jaxdali.plugin.jax.clu import DALIGenericPeekableIterator, peekable_data_iterator
 
 
-def test_backend_names_the_tensor_classes():
-    from jaxdali.backend import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
+@pytest.mark.parametrize("module", ["jaxdali.backend", "jaxdali.backend_impl"])
+def test_backend_names_the_tensor_classes(module):
+    import importlib
 
-    assert (TensorCPU, TensorGPU, TensorListCPU, TensorListGPU) == (
+    backend = importlib.import_module(module)
+    assert (backend.TensorCPU, backend.TensorGPU, backend.TensorListCPU, backend.TensorListGPU) == (
         jaxdali.TensorCPU, jaxdali.TensorGPU, jaxdali.TensorListCPU, jaxdali.TensorListGPU)
+
+
+def test_feed_ndarray_copies_a_backend_impl_tensor_into_a_torch_tensor():
+    # What DALI's test_fw_iterators does with nvidia.dali.backend_impl.TensorCPU, for each dtype.
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from jaxdali.backend_impl import TensorCPU
+    from jaxdali.plugin.pytorch import feed_ndarray
+
+    for dtype, torch_dtype in ((np.float32, torch.float32), (np.float16, torch.float16), (np.uint8, torch.uint8),
+                               (np.bool_, torch.bool), (np.int64, torch.int64)):
+        arr = (np.arange(24).reshape(2, 3, 4) % 3).astype(dtype)
+        out = torch.empty(arr.shape, dtype=torch_dtype)
+        feed_ndarray(TensorCPU(arr, "NHWC"), out)
+        np.testing.assert_array_equal(out.numpy(), arr)
 
 
 def test_integration_names_the_device_of_an_array():
