@@ -84,3 +84,20 @@ def digits_subset(tmp_path, digits_root):
         return root
 
     return make
+
+
+@pytest.fixture(params=["nvimgcodec", "opencv"])
+def decoder_backend(request) -> str:
+    """Each image decoding backend in turn (config 'decoder'): nvImageCodec (skipped where it is not
+    installed), then the OpenCV fallback."""
+    from jaxdali import config
+    from jaxdali.ops import decoders
+
+    if request.param == "nvimgcodec" and decoders._nvimgcodec_missing() is not None:
+        pytest.skip(f"nvImageCodec is not installed: {decoders._nvimgcodec_missing()}")
+    previous = config.get("decoder")
+    config.update("decoder", request.param)
+    try:
+        yield request.param
+    finally:
+        config.update("decoder", previous)

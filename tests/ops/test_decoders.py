@@ -29,23 +29,16 @@ cv2 = pytest.importorskip("cv2")
 from PIL import Image, ImageOps  # noqa: E402
 
 from jaxdali import config, fn, pipeline_def, types  # noqa: E402
-from jaxdali.ops import decoders, rng  # noqa: E402
+from jaxdali.ops import rng  # noqa: E402
 from jaxdali.ops.crop_window import crop_window_draws, random_crop_windows  # noqa: E402
 from jaxdali.ops.decoders import (FORMAT_DECODERS, ImageDecodeError, ImageRandomCropDecoder,  # noqa: E402
                                   LargeImageWarning, decode_path, exif_orientation)
 from jaxdali.ops.schema import OpArgumentError  # noqa: E402
 
-@pytest.fixture(autouse=True, params=["nvimgcodec", "opencv"])
-def backend(request) -> str:
-    """The decoding backend of the test (config 'decoder'): nvImageCodec, then the OpenCV fallback."""
-    if request.param == "nvimgcodec" and decoders._nvimgcodec_missing() is not None:
-        pytest.skip(f"nvImageCodec is not installed: {decoders._nvimgcodec_missing()}")
-    previous = config.get("decoder")
-    config.update("decoder", request.param)
-    try:
-        yield request.param
-    finally:
-        config.update("decoder", previous)
+@pytest.fixture(autouse=True)
+def backend(decoder_backend) -> str:
+    """Every test of this file runs with each decoding backend (``decoder_backend``, tests/conftest.py)."""
+    return decoder_backend
 
 
 def _path_with(backend: str, path: str) -> str:

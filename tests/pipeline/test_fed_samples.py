@@ -14,22 +14,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jaxdali import config, fn, pipeline_def, types
+from jaxdali import fn, pipeline_def, types
 from jaxdali.ops import decoders
 from jaxdali.ops.decoders import CorruptImageWarning, ImageDecodeError
 
 
-@pytest.fixture(autouse=True, params=["nvimgcodec", "opencv"])
-def backend(request) -> str:
-    """Both decoding backends (config 'decoder')."""
-    if request.param == "nvimgcodec" and decoders._nvimgcodec_missing() is not None:
-        pytest.skip(f"nvImageCodec is not installed: {decoders._nvimgcodec_missing()}")
-    previous = config.get("decoder")
-    config.update("decoder", request.param)
-    try:
-        yield request.param
-    finally:
-        config.update("decoder", previous)
+@pytest.fixture(autouse=True)
+def backend(decoder_backend) -> str:
+    """Every test of this file runs with each decoding backend (``decoder_backend``, tests/conftest.py)."""
+    return decoder_backend
 
 
 def jpeg(h: int, w: int, seed: int, orientation: int = 1) -> bytes:

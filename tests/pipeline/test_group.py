@@ -93,21 +93,31 @@ def test_a_group_resumes_from_its_checkpoints_exactly(digits_root):
     restored.close()
 
 
-def test_pipelines_with_their_own_seeds_draw_their_own_numbers_when_run_one_by_one(digits_root):
-    # Driven by run(), one pipeline at a time: each round holds the one pipeline that asked (a
-    # partial round), and each draws with its own seed.
-    pipes = [_alone(digits_root, k, 2, seed, 4) for k, seed in enumerate((11, 12))]
+def _assert_grouped_pipelines_equal_alone(make, seeds, steps):
+    """Pipelines ``make(shard_id, seed)`` (one per seed) joined by ``share_host_threads`` and driven one
+    by one with ``run()`` (so each round holds the one pipeline that asked: a partial round) must form
+    a group and give, batch after batch, every sample their own pipelines give alone."""
+    pipes = [make(k, seed) for k, seed in enumerate(seeds)]
     share_host_threads(pipes)
-    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes)
-    alone = [_alone(digits_root, k, 2, seed, 4) for k, seed in enumerate((11, 12))]
+    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
+    alone = [make(k, seed) for k, seed in enumerate(seeds)]
     try:
-        for _ in range(3):
+        for _ in range(steps):
             for grouped, single in zip(pipes, alone):
-                for g, e in zip(grouped.run(), single.run()):
-                    np.testing.assert_array_equal(g.as_array(), e.as_array())
+                got, want = grouped.run(), single.run()
+                assert len(got) == len(want)
+                for g, e in zip(got, want):
+                    g, e = g.as_cpu().samples(), e.as_cpu().samples()
+                    assert len(g) == len(e)
+                    for a, b in zip(g, e):
+                        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     finally:
         for pipe in pipes + alone:
             pipe.close()
+
+
+def test_pipelines_with_their_own_seeds_draw_their_own_numbers_when_run_one_by_one(digits_root):
+    _assert_grouped_pipelines_equal_alone(lambda k, seed: _alone(digits_root, k, 2, seed, 4), (11, 12), steps=3)
 
 
 @needs8
@@ -162,19 +172,7 @@ def test_every_row_wise_operator_gives_each_pipeline_its_rows_alone(case, digits
     def make(shard_id, seed):
         return pipeline_def(graph, batch_size=3, num_threads=1, device_id=None, seed=seed)(shard_id=shard_id)
 
-    pipes = [make(k, seed) for k, seed in enumerate((21, 22))]
-    share_host_threads(pipes)
-    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
-    alone = [make(k, seed) for k, seed in enumerate((21, 22))]
-    try:
-        for _ in range(2):
-            for grouped, single in zip(pipes, alone):
-                (g,), (e,) = grouped.run(), single.run()
-                for a, b in zip(g.samples(), e.samples()):
-                    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    finally:
-        for pipe in pipes + alone:
-            pipe.close()
+    _assert_grouped_pipelines_equal_alone(make, (21, 22), steps=2)
 
 
 @pytest.mark.parametrize("how", ["gpu", "mixed"])
@@ -193,18 +191,7 @@ def test_operators_after_a_transfer_or_a_mixed_decoder_stay_with_their_pipeline(
     def make(shard_id, seed):
         return pipeline_def(graph, batch_size=3, num_threads=1, device_id=0, seed=seed)(shard_id=shard_id)
 
-    pipes = [make(k, seed) for k, seed in enumerate((31, 32))]
-    share_host_threads(pipes)
-    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "not grouped"
-    alone = [make(k, seed) for k, seed in enumerate((31, 32))]
-    try:
-        for _ in range(2):
-            for grouped, single in zip(pipes, alone):
-                for g, e in zip(grouped.run(), single.run()):
-                    np.testing.assert_array_equal(np.asarray(g.as_cpu().as_array()), np.asarray(e.as_cpu().as_array()))
-    finally:
-        for pipe in pipes + alone:
-            pipe.close()
+    _assert_grouped_pipelines_equal_alone(make, (31, 32), steps=2)
 
 
 def test_an_operator_that_is_not_row_wise_runs_on_each_pipelines_batch(digits_root):
@@ -213,21 +200,10 @@ def test_an_operator_that_is_not_row_wise_runs_on_each_pipelines_batch(digits_ro
         jpegs, _ = fn.readers.file(file_root=digits_root, random_shuffle=True, shard_id=shard_id, num_shards=2)
         return fn.pad(fn.decoders.image_random_crop(jpegs, output_type=types.GRAY, random_area=[0.1, 1.0]))
 
-    def make(shard_id):
-        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=None, seed=41)(shard_id=shard_id)
+    def make(shard_id, seed):
+        return pipeline_def(graph, batch_size=3, num_threads=1, device_id=None, seed=seed)(shard_id=shard_id)
 
-    pipes = [make(k) for k in range(2)]
-    share_host_threads(pipes)
-    assert all(isinstance(pipe._prefetcher, GroupMember) for pipe in pipes), "the decoder is shared"
-    alone = [make(k) for k in range(2)]
-    try:
-        for _ in range(3):
-            for grouped, single in zip(pipes, alone):
-                (g,), (e,) = grouped.run(), single.run()
-                np.testing.assert_array_equal(g.as_array(), e.as_array())
-    finally:
-        for pipe in pipes + alone:
-            pipe.close()
+    _assert_grouped_pipelines_equal_alone(make, (41, 41), steps=3)  # the decoder is shared
 
 
 def _val_graph(root, shard_id=0, num_shards=1):
