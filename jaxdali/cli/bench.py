@@ -50,7 +50,8 @@ def measure(pipe, batches: int, label: str) -> dict:
     ops = pipe.executor_statistics()
     produced = pipe.queue_statistics()["batches"]
     return {"images": batches * pipe.max_batch_size, "seconds": wall, "images_per_s": batches * pipe.max_batch_size / wall,
-            "cpu_cores": cpu / wall, "operators": ops, "operator_images": max(produced, 1) * pipe.max_batch_size}
+            "cpu_cores": cpu / wall, "operators": ops, "operator_images": max(produced, 1) * pipe.max_batch_size,
+            "fused": pipe.fused_operators()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,4 +76,6 @@ def run(args: argparse.Namespace) -> int:
         for op, seconds in sorted(result["operators"].items(), key=lambda kv: -kv[1]):
             print(f"  {op:<36} {seconds:8.3f} {100 * seconds / total:5.1f}% "
                   f"{1000 * seconds / result['operator_images']:9.3f}")
+        for reader, producer in sorted(result["fused"].items()):
+            print(f"  note: {reader} includes {producer}'s work (it computes those samples as it reads them)")
     return 0

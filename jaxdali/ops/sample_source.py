@@ -35,7 +35,7 @@ class SampleSource:
         ``i`` that the reader needs: only that region is computed (its values those of the whole sample).
     """
 
-    __slots__ = ("batch", "feed", "takes_parts", "origin")
+    __slots__ = ("batch", "feed", "takes_parts", "origin", "producer")
 
     def __init__(self, shapes: list[tuple[int, ...]], dtype: np.dtype, layout: str, source_info: list | None,
                  feed: Callable[..., None], takes_parts: bool = True):
@@ -44,8 +44,9 @@ class SampleSource:
         self.feed = feed
         #: Whether ``feed`` computes parts of samples (else it ignores ``parts``).
         self.takes_parts = takes_parts
-        #: The producing operator's name, for error notes.
+        #: The producing operator's display name (for error notes) and instance name (for statistics).
         self.origin = ""
+        self.producer = ""
 
     def __len__(self) -> int:
         return len(self.batch)

@@ -452,7 +452,9 @@ class Pipeline:
         Two more entries make the sum equal the producer threads' busy time: ``"(device stage)"``,
         dispatching the fused device program and placing outputs on the device, and ``"(executor)"``,
         the rest (scheduling, batch assembly, checks). With two batches in flight (``num_threads >= 2``
-        and ``prefetch_queue_depth >= 2``) both producers' time is counted.
+        and ``prefetch_queue_depth >= 2``) both producers' time is counted. An operator that computes its
+        input's samples as it reads them (a decoder feeding ``resize``, see ``fused_operators``) is charged
+        with both operators' work.
         """
         runner = self._runner
         if runner is None:
@@ -461,6 +463,11 @@ class Pipeline:
         stats["(device stage)"] = runner.device_seconds
         stats["(executor)"] = max(0.0, runner.busy_seconds - sum(stats.values()))
         return stats
+
+    def fused_operators(self) -> dict[str, str]:
+        """``{reader: producer}`` for the operators that so far computed their input's samples as they read
+        them (a decoder feeding ``resize``): ``executor_statistics`` charges the reader with both."""
+        return dict(self._runner.fed_by) if self._runner is not None else {}
 
     def queue_statistics(self) -> dict:
         """How the prefetch queue is used: who waits for whom (see ``jaxdali.pipeline.executor.QueueStats``).

@@ -76,6 +76,9 @@ class GraphRunner:
         self.epoch = 0
         self.iteration_in_epoch = 0
         self.op_seconds: dict[str, float] = {n.name: 0.0 for n, _ in self._ops}
+        #: Operators that computed their input's samples as they read them (decode -> resize), by name:
+        #: ``{reader: producer}``. The reader's ``op_seconds`` include the producer's work.
+        self.fed_by: dict[str, str] = {}
         #: Seconds spent dispatching the fused device program and placing outputs on the device.
         self.device_seconds = 0.0
         #: Seconds spent in ``run_iteration`` (the producer's busy time) and batches produced.
@@ -321,11 +324,12 @@ class GraphRunner:
                                             job.program, ctx.batch_size)
             result = None
             if source is not None:
+                self.fed_by[node.name] = source.producer
                 result = op.run_fed(ctx, source, args, windows)
             elif id(node) in self.plan.fed:
                 result = op.sample_source(ctx, inputs, args)
                 if result is not None:
-                    result.origin = node.display_name
+                    result.origin, result.producer = node.display_name, node.name
             if result is None:
                 result = op.run(ctx, inputs, args) if windows is None else op.run_windowed(ctx, inputs, args, windows)
         except StopIteration:
