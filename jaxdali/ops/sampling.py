@@ -46,13 +46,17 @@ Shuffles keep those counts and boundaries and only change which sample sits at e
 
 Permutations are the stable argsort of 64-bit words from a Philox counter-based generator keyed
 by the seed and counted by (epoch, shard), so they depend only on the Philox algorithm and stable
-sorting, not on NumPy's shuffling routines. The most recent ones are cached (they are pure).
+sorting, not on NumPy's shuffling routines. They are pure, so each is computed once and shared by
+every reader that uses it (``Orders``): a reader holds the permutations of the epochs it is reading
+and lets go of older ones, so what is kept follows what the live readers read, however many there are.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
+import weakref
 
 import numpy as np
 
@@ -70,6 +74,7 @@ __all__ = [
     "residual_indices",
     "ResumePrefix",
     "prefixed_stream",
+    "Orders",
 ]
 
 #: Accepted values of ``ShardSpec.shuffle``.
@@ -214,19 +219,19 @@ def epoch_size_padded(num_samples: int, num_shards: int, pad_last_batch: bool) -
     return int(num_samples)
 
 
-def stream_indices(spec: ShardSpec, start: int, count: int) -> np.ndarray:
+def stream_indices(spec: ShardSpec, start: int, count: int, orders: Orders | None = None) -> np.ndarray:
     """Dataset indices emitted at stream positions ``[start, start + count)``, int64.
 
-    Costs O(count) (plus one permutation per reader epoch touched when shuffling, cached); the
-    magnitude of ``start`` does not matter. Splitting a range into several calls gives the same
-    indices as one call.
+    Costs O(count) (plus one permutation per reader epoch touched when shuffling, computed once: see
+    ``Orders``, which ``orders`` is, the calling reader's; None: a process-wide one); the magnitude of
+    ``start`` does not matter. Splitting a range into several calls gives the same indices as one call.
 
     >>> spec = ShardSpec(10, num_shards=3, shard_id=0, pad_last_batch=True, batch_size=3)
     >>> stream_indices(spec, 0, 12).tolist()
     [0, 1, 2, 2, 2, 2, 3, 4, 5, 5, 5, 5]
     """
     epochs, shards, positions = _locate_range(spec, start, count)
-    return _dataset_indices(spec, epochs, shards, positions)
+    return _dataset_indices(spec, epochs, shards, positions, _DEFAULT_ORDERS if orders is None else orders)
 
 
 def stream_is_padding(spec: ShardSpec, start: int, count: int) -> np.ndarray:
@@ -291,7 +296,7 @@ def _locate_range(spec: ShardSpec, start: int, count: int):
     return epochs, shards, index - starts[shards]
 
 
-def _dataset_indices(spec, epochs, shards, positions) -> np.ndarray:
+def _dataset_indices(spec, epochs, shards, positions, orders: Orders) -> np.ndarray:
     starts = _shard_starts(spec.num_samples, spec.num_shards)
     sizes = np.diff(starts)
     # A padding position repeats the last real position of its epoch.
@@ -304,16 +309,15 @@ def _dataset_indices(spec, epochs, shards, positions) -> np.ndarray:
         shard = int(shards[here][0])  # one shard per reader epoch
         begin, size = int(starts[shard]), int(sizes[shard])
         if spec.shuffle == "shard":
-            order = _permutation(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
-            fixed = _permutation(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, 0, spec.num_samples)
+            order = orders.get(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
+            fixed = orders.get(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, None, spec.num_samples)
             out[here] = fixed[begin + order[positions[here]]]
         else:  # "global"
-            order = _permutation(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)
+            order = orders.get(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)
             out[here] = order[begin + positions[here]]
     return out
 
 
-@functools.lru_cache(maxsize=16)
 def _permutation(kind: int, seed: int, shard: int, epoch: int, size: int) -> np.ndarray:
     """A permutation of ``range(size)``: a pure function of its arguments (int64, read-only).
 
@@ -329,6 +333,59 @@ def _permutation(kind: int, seed: int, shard: int, epoch: int, size: int) -> np.
         order = np.argsort(words, kind="stable").astype(np.int64, copy=False)
     order.flags.writeable = False
     return order
+
+
+# Every permutation some Orders holds, so that readers needing the same one share it (weak: it goes
+# when the last holder lets go).
+_SHARED: "weakref.WeakValueDictionary[tuple, np.ndarray]" = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+class Orders:
+    """The permutations one reader is using, each computed once and shared with every other reader that
+    uses it (the 8 readers of 8 devices share the sample list's fixed permutation and, with
+    ``shuffle="global"``, each epoch's).
+
+    A fixed LRU of the most recent permutations thrashes once more readers are alive than it has room
+    for (two shuffled readers of 8 shards each recomputed a 1.28M-sample permutation, ~14 ms, on every
+    batch); held per reader, what is kept is what the live readers read.
+
+    Args:
+      epochs: how many reader epochs to keep the permutations of (the newest ones); older ones are
+        let go, and computed again if asked for (e.g. after restoring an earlier checkpoint). A reader
+        needs the epochs its current batch and the batches it reads ahead span.
+    """
+
+    def __init__(self, epochs: int = 2):
+        self._epochs = max(1, int(epochs))
+        self._held: dict[tuple, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def get(self, kind: int, seed: int, shard: int, epoch: int | None, size: int) -> np.ndarray:
+        """``_permutation(kind, seed, shard, epoch or 0, size)``; ``epoch=None`` for one that every
+        epoch uses (kept while this holder lives)."""
+        key = (kind, seed, shard, epoch, size)
+        order = self._held.get(key)
+        if order is not None:
+            return order
+        with _SHARED_LOCK:
+            order = _SHARED.get(key)
+        if order is None:
+            order = _permutation(kind, seed, shard, 0 if epoch is None else epoch, size)
+            with _SHARED_LOCK:
+                order = _SHARED.setdefault(key, order)
+        with self._lock:
+            self._held[key] = order
+            if epoch is not None:
+                kept = sorted({k[3] for k in self._held if k[3] is not None})
+                if len(kept) > self._epochs:
+                    old = set(kept[:-self._epochs])
+                    self._held = {k: v for k, v in self._held.items() if k[3] not in old}
+        return order
+
+
+#: For callers without a reader of their own (checkpoint arithmetic, tools, tests).
+_DEFAULT_ORDERS = Orders(epochs=16)
 
 
 # -- elastic resume --------------------------------------------------------------------------------------
@@ -388,11 +445,12 @@ class ResumePrefix:
         return -(-largest // spec.batch_size) * spec.batch_size
 
 
-def prefixed_stream(spec: ShardSpec, prefix: ResumePrefix, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+def prefixed_stream(spec: ShardSpec, prefix: ResumePrefix, start: int, count: int,
+                    orders: Orders | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(indices, is_padding) of positions ``[start, start+count)`` of a stream that begins with ``prefix``.
 
     Prefix positions past the reader's share repeat its last sample (padding); after the prefix the
-    stream is ``spec``'s normal stream from ``prefix.next_epoch`` on.
+    stream is ``spec``'s normal stream from ``prefix.next_epoch`` on. ``orders``: as for ``stream_indices``.
     """
     share = prefix.share(spec)
     length = prefix.length(spec)
@@ -409,6 +467,6 @@ def prefixed_stream(spec: ShardSpec, prefix: ResumePrefix, start: int, count: in
     if rest.any():
         first = int(positions[rest][0]) - length + prefix.next_epoch * spec.padded_epoch_length
         n = int(rest.sum())
-        indices[rest] = stream_indices(spec, first, n)
+        indices[rest] = stream_indices(spec, first, n, orders)
         padding[rest] = stream_is_padding(spec, first, n)
     return indices, padding

@@ -348,6 +348,48 @@ def test_permutation_cache_returns_read_only_arrays():
         perm[0] = 3
 
 
+def _counting_permutations(monkeypatch) -> list:
+    computed = []
+    real = sampling._permutation
+
+    def counted(*key):
+        computed.append(key)
+        return real(*key)
+
+    monkeypatch.setattr(sampling, "_permutation", counted)
+    return computed
+
+
+def test_orders_are_shared_between_readers_and_let_go_of_old_epochs(monkeypatch):
+    computed = _counting_permutations(monkeypatch)
+    mine, yours = sampling.Orders(epochs=2), sampling.Orders(epochs=2)
+    key = (sampling._KEY_SHARD_EPOCH, 7, 1)
+    first = mine.get(*key, 0, 50)
+    assert yours.get(*key, 0, 50) is first and len(computed) == 1  # computed once, shared
+    np.testing.assert_array_equal(first, sampling._permutation(*key, 0, 50))
+    assert not first.flags.writeable
+    for epoch in (1, 2):
+        mine.get(*key, epoch, 50)
+    assert mine.get(*key, 1, 50) is mine.get(*key, 1, 50) and len(computed) == 4  # epochs 1 and 2 kept
+    del yours, first
+    mine.get(*key, 0, 50)  # epoch 0: no holder left, computed again (same values)
+    assert len(computed) == 5
+
+
+def test_many_shuffled_readers_compute_each_permutation_once(monkeypatch):
+    # Two shuffled readers of 8 shards each (17 permutations in use) over a large data set: a shared
+    # LRU of 16 recomputed the 1.28M-sample list permutation on every batch.
+    specs = [ShardSpec(100_000, num_shards=8, shard_id=k, batch_size=32, shuffle="shard", seed=seed)
+             for seed in (1, 2) for k in range(8)]
+    expected = [[stream_indices(spec, 32 * batch, 32, sampling.Orders()) for spec in specs] for batch in range(5)]
+    orders = [sampling.Orders(epochs=3) for _ in specs]
+    computed = _counting_permutations(monkeypatch)
+    for batch in range(5):
+        for k, (spec, held) in enumerate(zip(specs, orders)):
+            np.testing.assert_array_equal(stream_indices(spec, 32 * batch, 32, held), expected[batch][k])
+        assert len(computed) == 17  # 16 shard orders and the list's fixed permutation, after the first batch
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation.
 

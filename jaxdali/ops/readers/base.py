@@ -114,6 +114,11 @@ class Reader(Operator):
             num_samples=self.num_samples, num_shards=a["num_shards"], shard_id=a["shard_id"],
             stick_to_shard=a["stick_to_shard"] or shuffle == "global", pad_last_batch=a["pad_last_batch"],
             batch_size=self.build_ctx.max_batch_size, shuffle=shuffle, seed=seed)
+        # The epochs one batch and the batches read ahead of it can span, plus the one before.
+        shortest_epoch = (self.spec.padded_epoch_length if self.spec.pad_last_batch
+                          else max(1, self.num_samples // a["num_shards"]))
+        window = (1 + a["prefetch_queue_depth"]) * self.spec.batch_size
+        self._orders = sampling.Orders(epochs=2 + -(-window // shortest_epoch))
         self.position = 0
 
     def run(self, ctx, inputs, args):
@@ -138,8 +143,8 @@ class Reader(Operator):
 
     def _indices(self, start: int, prefix: sampling.ResumePrefix | None, count: int) -> np.ndarray:
         if prefix is None:
-            return sampling.stream_indices(self.spec, start, count)
-        return sampling.prefixed_stream(self.spec, prefix, start, count)[0]
+            return sampling.stream_indices(self.spec, start, count, self._orders)
+        return sampling.prefixed_stream(self.spec, prefix, start, count, self._orders)[0]
 
     def _upcoming(self, batch: int, count: int) -> list[np.ndarray]:
         """The dataset indices of the ``count`` batches after the one at the current position."""
