@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 
 from jaxdali import pickling
+from jaxdali.ops.readers.shared_listing import shared_listings
 from jaxdali.ops.operator import BuildContext, Operator
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.pipeline.batch import PipelineBatch
@@ -725,12 +726,14 @@ def share_host_threads(pipelines: Sequence[Pipeline]) -> None:
     Without it, every pipeline's producers compute at once on cores sized for one pipeline's
     ``num_threads``: more batches alive (memory) and threads contending for cores and the GIL.
     What each pipeline computes, and in which order, is unchanged; only when and on which thread.
-    Builds the pipelines; call before the first batch is scheduled.
+    Builds the pipelines (their readers list the data set once, ``shared_listing``); call before the
+    first batch is scheduled.
     """
     if len(pipelines) < 2:
         return
-    for pipe in pipelines:
-        pipe.build()
+    with shared_listings():
+        for pipe in pipelines:
+            pipe.build()
     unstarted = all(isinstance(pipe._prefetcher, Prefetcher) and pipe._prefetcher.unstarted() for pipe in pipelines)
     members = form_group([pipe._group_part for pipe in pipelines]) if unstarted else None
     if members is not None:

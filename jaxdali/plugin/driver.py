@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from jaxdali._caller import user_stacklevel
+from jaxdali.ops.readers.shared_listing import shared_listings
 from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.plugin import resume
 from jaxdali.plugin.epoch_counter import EpochCounters, LastBatchPolicy, ReaderLayout
@@ -147,9 +148,10 @@ class _DaliBaseIterator:
         self._reader_name = reader_name
 
         self._apis = []
-        for pipe in pipelines:
-            pipe.build()
-            self._apis.append(pipe.iterator_api())
+        with shared_listings():  # the pipelines' readers list their data set once
+            for pipe in pipelines:
+                pipe.build()
+                self._apis.append(pipe.iterator_api())
 
         if reader_name:
             layout, shard_ids = ReaderLayout.from_meta([p.reader_meta(reader_name) for p in pipelines])

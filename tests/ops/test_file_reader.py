@@ -187,3 +187,45 @@ def test_source_info_names_each_sample_as_dali_does(tmp_path):
         assert [data[i].source_info() for i in range(2)] == expected, args
         assert [bytes(data[i].as_array()) for i in range(2)] == [os.path.basename(p).encode() for p in expected]
         assert [label[i].source_info() for i in range(2)] == ["", ""]  # labels have none, as in DALI
+
+
+def _count_listings(monkeypatch) -> list:
+    from jaxdali.ops.readers import storage
+
+    listed = []
+    real = storage.list_dir
+
+    def counted(path, *args, **kwargs):
+        listed.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(storage, "list_dir", counted)
+    return listed
+
+
+def test_pipelines_of_one_iterator_list_the_folder_once_and_others_list_afresh(tmp_path, monkeypatch):
+    from jaxdali.plugin.jax import DALIGenericIterator
+
+    _tree(tmp_path, {"a": ["1.jpg", "2.jpg"], "b": ["3.jpg", "4.jpg"]})
+    listed = _count_listings(monkeypatch)
+
+    def shard(k):
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None, seed=7)
+        def p():
+            data, label = fn.readers.file(file_root=str(tmp_path), shard_id=k, num_shards=2, name="Reader")
+            return data, label
+
+        return p()
+
+    pipes = [shard(0), shard(1)]
+    with DALIGenericIterator(pipes, ["data", "label"], reader_name="Reader") as it:
+        assert len(listed) == 3  # the root and its two class folders, once for both pipelines
+        batch = next(it)
+        assert sorted(batch["label"].ravel().tolist()) == [0, 1]  # shard 0 holds "a", shard 1 "b"
+    # A pipeline built on its own lists the folder as it is now.
+    (tmp_path / "b" / "5.jpg").write_bytes(b"5")
+    pipe = shard(0)
+    pipe.build()
+    assert len(listed) == 6
+    assert pipe.reader_meta("Reader")["epoch_size"] == 5
+    pipe.close()

@@ -10,6 +10,7 @@ import numpy as np
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -70,47 +71,55 @@ def parse_file_list(list_path: str) -> tuple[list[str], list[int]]:
     return paths, labels
 
 
+def _list_samples(a) -> tuple[list[str], list[str], np.ndarray, str, str]:
+    """(names, paths, labels, listing fingerprint, where) of the reader's arguments ``a``."""
+    root, file_list, files, labels = a["file_root"], a["file_list"], a["files"], a["labels"]
+    if labels is not None and files is None:
+        raise OpArgumentError("fn.readers.file: 'labels' can only be used together with 'files'")
+    if file_list is not None and files is not None:
+        raise OpArgumentError("fn.readers.file: 'file_list' and 'files' are mutually exclusive")
+    # names: the entries as the user wrote them (or class/file under file_root), which is what
+    # DALI reports as each sample's source_info; paths: where they are read from.
+    if file_list is not None:
+        names, label_list = parse_file_list(file_list)
+        paths = _joined(root if root is not None else storage.dirname(file_list), names)
+        where = f"file_list {file_list!r}"
+    elif files is not None:
+        names = list(files)
+        paths = names if root is None else _joined(root, names)
+        if labels is not None and len(labels) != len(files):
+            raise OpArgumentError(f"fn.readers.file: 'files' has {len(files)} entries but 'labels' has {len(labels)}")
+        label_list = list(labels) if labels is not None else list(range(len(files)))
+        where = "'files'"
+    elif root is not None:
+        if not storage.isdir(root):
+            raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
+        names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"], a["case_sensitive_filter"])
+        prefix = storage.join(root, "")  # every name is relative: plain concatenation, for long lists
+        paths = [prefix + n for n in names]
+        where = f"the class folders of file_root {root!r} matching {list(a['file_filters'])}"
+    else:
+        raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
+    if not names:
+        raise RuntimeError(f"fn.readers.file: No files found in {where}")
+    labels_array = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
+    labels_array.flags.writeable = False  # shared by the readers of one iterator's pipelines
+    return names, paths, labels_array, listing_fingerprint(names, labels_array), where
+
+
+_LISTING_ARGS = ("file_root", "file_list", "files", "labels", "file_filters", "dir_filters", "case_sensitive_filter")
+
+
 class FileReader(Reader):
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args
-        root, file_list, files, labels = a["file_root"], a["file_list"], a["files"], a["labels"]
-        if labels is not None and files is None:
-            raise OpArgumentError("fn.readers.file: 'labels' can only be used together with 'files'")
-        if file_list is not None and files is not None:
-            raise OpArgumentError("fn.readers.file: 'file_list' and 'files' are mutually exclusive")
-        # names: the entries as the user wrote them (or class/file under file_root), which is what
-        # DALI reports as each sample's source_info; paths: where they are read from.
-        if file_list is not None:
-            names, label_list = parse_file_list(file_list)
-            paths = _joined(root if root is not None else storage.dirname(file_list), names)
-            where = f"file_list {file_list!r}"
-        elif files is not None:
-            names = list(files)
-            paths = names if root is None else _joined(root, names)
-            if labels is not None and len(labels) != len(files):
-                raise OpArgumentError(f"fn.readers.file: 'files' has {len(files)} entries but 'labels' has {len(labels)}")
-            label_list = list(labels) if labels is not None else list(range(len(files)))
-            where = "'files'"
-        elif root is not None:
-            if not storage.isdir(root):
-                raise FileNotFoundError(f"fn.readers.file: file_root {root!r} is not a directory")
-            names, label_list = list_class_folders(root, a["file_filters"], a["dir_filters"],
-                                                   a["case_sensitive_filter"])
-            prefix = storage.join(root, "")  # every name is relative: plain concatenation, for long lists
-            paths = [prefix + n for n in names]
-            where = f"the class folders of file_root {root!r} matching {list(a['file_filters'])}"
-        else:
-            raise OpArgumentError("fn.readers.file: give one of 'file_root', 'file_list' or 'files'")
-        if not names:
-            raise RuntimeError(f"fn.readers.file: No files found in {where}")
-        self.names, self.paths = names, paths
-        self.labels = np.asarray(label_list, dtype=np.int32).reshape(-1, 1)
-        self.num_samples = len(names)
-        self.listing, self.listing_source = listing_fingerprint(names, self.labels), where
+        key = ("readers.file",) + tuple(frozen(a[name]) for name in _LISTING_ARGS)
+        self.names, self.paths, self.labels, self.listing, self.listing_source = listing(key, lambda: _list_samples(a))
+        self.num_samples = len(self.names)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         self.skip_log = SkipLog("fn.readers.file")
-        self._init_read_ahead(paths)
+        self._init_read_ahead(self.paths)
 
     def fetch(self, index: int) -> np.ndarray | OSError:
         """The file's bytes; with ``error_policy="replace"`` an unreadable file's error is returned, not raised."""

@@ -8,6 +8,7 @@ import fnmatch
 from typing import Any, Mapping
 
 from jaxdali.ops.readers import storage
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import Arg, OpArgumentError
 
 __all__ = ["FileListing", "file_args", "list_files", "parse_file_list", "resolve_files"]
@@ -54,7 +55,13 @@ def parse_file_list(list_path: str) -> list[str]:
 
 def resolve_files(op: str, args: Mapping[str, Any]) -> FileListing:
     """The files named by the reader ``fn.<op>``'s ``file_root``/``file_filter``/``file_list``/``files``
-    arguments; an error naming the operator when they are contradictory, missing or name no file."""
+    arguments; an error naming the operator when they are contradictory, missing or name no file.
+    Shared by the readers of the pipelines an iterator builds together (``shared_listing``)."""
+    key = (op, args["file_root"], args["file_list"], frozen(args["files"]), args["file_filter"])
+    return listing(key, lambda: _resolve_files(op, args))
+
+
+def _resolve_files(op: str, args: Mapping[str, Any]) -> FileListing:
     root, file_list, files = args["file_root"], args["file_list"], args["files"]
     if file_list is not None and files is not None:
         raise OpArgumentError(f"fn.{op}: 'file_list' and 'files' are mutually exclusive")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
+from jaxdali.ops.readers.shared_listing import shared_listings
 from jaxdali.pipeline.decorator import pipeline_def
 from jaxdali.core import checkpoint as state_codec
 from jaxdali.core.checkpoint import CheckpointCountError, ReshardError
@@ -179,12 +180,13 @@ def _decorate(iterator_type: type, pipeline_fn, sharding, devices, pmap_compatib
             # A checkpoint list from another device count: readers with a global sample order resume
             # the unfinished epoch on this layout (DESIGN "Elastic resume"); others cannot.
             try:
-                for pipe in pipes:
-                    pipe.build()
-                    if not pipe.resumed_readers():
-                        raise ReshardError("the pipeline has no reader that resumes on another shard layout (one "
-                                           "with pad_last_batch=True and a global sample order); its state is "
-                                           "only valid on the layout it was saved on")
+                with shared_listings():
+                    for pipe in pipes:
+                        pipe.build()
+                        if not pipe.resumed_readers():
+                            raise ReshardError("the pipeline has no reader that resumes on another shard layout "
+                                               "(one with pad_last_batch=True and a global sample order); its "
+                                               "state is only valid on the layout it was saved on")
             except ReshardError as e:
                 for pipe in pipes:
                     pipe.close()
