@@ -34,8 +34,8 @@ from jaxdali.ops import _resample_numpy
 from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.resample_plan import FRAME_TYPES, ResamplePlan, is_2d
 
-__all__ = ["kernel_status", "resample_sample", "resample_frame", "resample_nd", "resample_window", "window_reads",
-           "linear_frame", "rows_first", "store"]
+__all__ = ["kernel_status", "resample_sample", "resample_frame", "resample_nd", "resample_window", "window_job",
+           "WindowJob", "linear_frame", "rows_first", "store"]
 
 _KERNEL_SOURCE = pathlib.Path(__file__).with_name("_resample_kernel.c")
 
@@ -101,50 +101,68 @@ def _windowed_taps(axes: Sequence[int], plan: ResamplePlan, window, full_shape: 
     return [None if t is None else (t[0][rows[k]], t[1][rows[k]]) for k, t in enumerate((taps_h, taps_w))]
 
 
-def window_reads(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], plan: ResamplePlan, out_dtype: np.dtype,
-                 window, full_shape: Sequence[int]) -> tuple[int, int, int, int] | None:
-    """The (y, x, h, w) part of an input frame of ``in_shape`` that ``resample_window`` reads for ``window``
-    (every row and column of it), or None when it reads the whole input."""
+class WindowJob:
+    """How the kernel computes one output window of an HWC frame (``window_job``): the part of the
+    input it reads and the taps relative to that part, planned once per geometry."""
+
+    __slots__ = ("part", "taps_h", "taps_w", "keep", "order")
+
+    def __init__(self, part, taps_h, taps_w, keep, order: bool):
+        #: (y, x, h, w) of the input the window reads (every row and column of it), or None when the
+        #: job is to run on the whole input.
+        self.part = part
+        self.taps_h, self.taps_w = taps_h, taps_w
+        #: Per axis that keeps its extent (no taps), the rows/columns of the given input to use.
+        self.keep = keep
+        #: The full output's pass order, so that the window's values are the full output's.
+        self.order = order
+
+    def run(self, image: np.ndarray, out: np.ndarray) -> None:
+        """Computes the window into ``out`` from ``image`` (the ``part``, or the whole input)."""
+        src = image
+        for k, rows in enumerate(self.keep):
+            if rows is not None:
+                src = src[(slice(None),) * k + (rows,)]
+        resample_frame(src, self.taps_h, self.taps_w, out, self.order)
+
+
+def window_job(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], plan: ResamplePlan,
+               out_dtype: np.dtype, window, full_shape: Sequence[int], part: bool) -> WindowJob | None:
+    """The kernel's job for the ``window`` (anchor, shape) of the resize of an input of ``in_shape`` into
+    ``full_shape``, or None where the full resize must be computed and cut (``resample_window``).
+    ``part``: the job will be given only the part of the input it reads (``WindowJob.part``)."""
     taps = _windowed_taps(axes, plan, window, full_shape, len(in_shape), dtype, out_dtype, int(in_shape[-1]))
     if taps is None:
         return None
-    region = []
+    anchor, shape = window
+    region = []  # per axis: (first, extent) of the input read
     for k, t in enumerate(taps):
         if t is None:
-            region.append((int(window[0][k]), int(window[1][k])))
+            region.append((int(anchor[k]), int(shape[k])))
         else:
-            first, last = int(t[0].min()), int(t[0].max())
-            region.append((first, last - first + 1))
-    (y, h), (x, w) = region
-    return y, x, h, w
+            first = int(t[0].min())
+            region.append((first, int(t[0].max()) - first + 1))
+    offset = [r[0] for r in region] if part else [0, 0]
+    keep = tuple(None if t is not None else slice(region[k][0] - offset[k], region[k][0] - offset[k] + region[k][1])
+                 for k, t in enumerate(taps))
+    taps = [None if t is None else (np.ascontiguousarray(t[0] - offset[k] if offset[k] else t[0]),
+                                    np.ascontiguousarray(t[1])) for k, t in enumerate(taps)]
+    order = rows_first(in_shape, full_shape, plan.taps.get(axes[0]), plan.taps.get(axes[-1]))
+    where = (region[0][0], region[1][0], region[0][1], region[1][1]) if part else None
+    return WindowJob(where, taps[0], taps[1], keep, order)
 
 
 def resample_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,
-                    full_shape: Sequence[int], part: tuple[int, int, int, int] | None = None,
-                    in_shape: Sequence[int] | None = None) -> None:
+                    full_shape: Sequence[int], job: WindowJob | None = None) -> None:
     """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``, with the values of the full
     resize: where the kernel runs on an HWC frame only the window's rows and columns are computed (the
-    same taps, the same pass order); otherwise the full result is computed and cut.
-
-    ``part``: ``image`` is only the ``window_reads`` part (y, x, h, w) of an input of ``in_shape``.
+    same taps, the same pass order: ``job``, from ``window_job``); otherwise (``job`` None) the full
+    result is computed and cut.
     """
-    anchor, shape = window
-    in_shape = image.shape if in_shape is None else tuple(in_shape)
-    taps = _windowed_taps(axes, plan, window, full_shape, image.ndim, image.dtype, out.dtype, image.shape[-1])
-    if taps is not None:
-        offset = (0, 0) if part is None else part[:2]
-        src = image
-        for k, t in enumerate(taps):
-            if t is None:  # the axis keeps its extent: the window's rows are the input's
-                lo = int(anchor[k]) - offset[k]
-                src = src[(slice(None),) * k + (slice(lo, lo + int(shape[k])),)]
-        taps = [None if t is None else (np.ascontiguousarray(t[0] - offset[k] if offset[k] else t[0]),
-                                        np.ascontiguousarray(t[1])) for k, t in enumerate(taps)]
-        taps_h, taps_w = plan.taps.get(axes[0]), plan.taps.get(axes[-1])
-        resample_frame(src, taps[0], taps[1], out, rows_first(in_shape, full_shape, taps_h, taps_w))
+    if job is not None:
+        job.run(image, out)
         return
-    if part is not None:
-        raise RuntimeError("resample_window: a part of the input was given where the whole input is needed")
+    anchor, shape = window
     full = np.empty(tuple(int(v) for v in full_shape), out.dtype)
     resample_sample(image, axes, plan, full)
     np.copyto(out, full[tuple(slice(int(a), int(a) + int(n)) for a, n in zip(anchor, shape))])

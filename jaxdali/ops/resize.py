@@ -18,7 +18,7 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops.layouts import (SpatialLayout, allocate_batch, check_resampled_dtype_arg, resampled_dtype,
                                  sample_name)
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.resample import resample_sample, resample_window, window_reads
+from jaxdali.ops.resample import resample_sample, resample_window, window_job
 from jaxdali.ops.resample_plan import MODES, plan_resample, resize_geometry
 from jaxdali.ops.sample_source import SampleSource
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
@@ -82,12 +82,23 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
     # Plans (light, vectorised Python work) are made here, so the workers only run the heavy
     # NumPy/OpenCV/kernel calls, which release the GIL.
     plans = plan_resample(shapes, images.np_dtype, layout.axes, out_size, lo, hi, min_f, mag_f, antialias)
-    # A source computes only the part of each input that the output window reads (a decoder decodes
-    # just that region).
-    parts = [None] * len(samples)
-    if source is not None and source.takes_parts and windows is not None:
-        parts = [window_reads(shapes[i], images.np_dtype, layout.axes, plans[i], np.dtype(dtype), windows[i],
-                              out_shapes[i]) for i in range(len(samples))]
+    # Where only a window of each output is kept, the kernel's job for it, planned once per geometry (the
+    # plans share their taps between samples of one geometry); a source then computes only the part of
+    # each input the job reads (a decoder decodes just that region).
+    jobs: list = [None] * len(samples)
+    if windows is not None:
+        parts_wanted = source is not None and source.takes_parts
+        planned: dict = {}
+        for i in range(len(samples)):
+            taps = plans[i].taps
+            key = (tuple(shapes[i]), id(taps.get(layout.axes[0])), id(taps.get(layout.axes[-1])),
+                   tuple(int(v) for v in windows[i][0]), tuple(int(v) for v in windows[i][1]))
+            job = planned.get(key, planned)
+            if job is planned:
+                job = planned[key] = window_job(shapes[i], images.np_dtype, layout.axes, plans[i], np.dtype(dtype),
+                                                windows[i], out_shapes[i], parts_wanted)
+            jobs[i] = job
+    parts = [job.part if job is not None else None for job in jobs]
 
     def one(i: int, sample: np.ndarray) -> None:
         try:
@@ -96,7 +107,7 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
             if windows is None:
                 resample_sample(sample, layout.axes, plans[i], out[i])
             else:
-                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i], parts[i], shapes[i])
+                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i], jobs[i])
         except Exception as e:
             e.add_note(f"fn.{op}: {sample_name(source_info, i)}, shape {tuple(shapes[i])} -> "
                        f"{tuple(out_shapes[i])}")
