@@ -18,9 +18,8 @@ import numpy as np
 
 from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away, separate_product
-from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, WindowOutOfBounds, check_crop_args,
-                                   crop_positions, crop_window, device_anchors, requested_crop, static_sizes,
-                                   window_slices)
+from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, check_crop_args, crop_positions,
+                                   crop_windows, device_anchors, static_sizes)
 from jaxdali.ops.image_kernels import (copy_window, device_flip, device_window, flipped, normalize, normalize_into,
                                        pixel_rows)
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, check_type, dtype_argument,
@@ -136,19 +135,14 @@ class CropMirrorNormalize(LayoutAware, Operator):
             return None
         try:
             in_layout, _, _ = self._layouts(layout, len(shapes[0]))
-            pos = crop_positions(self.op, args, n)
-            policy = args["out_of_bounds_policy"]
-            windows = []
-            for i, shape in enumerate(shapes):
-                anchor, wshape = crop_window(shape, in_layout, requested_crop(self.op, args, i), pos[i],
-                                             args["rounding"], policy)
-                if window_slices(anchor, wshape, shape)[2]:
-                    return None
-                windows.append((anchor, wshape))
+            windows = crop_windows(self.op, args, shapes, in_layout)
         except (ValueError, KeyError, TypeError):  # WindowOutOfBounds included: the host run reports it
             return None
         if len({w[1] for w in windows}) != 1:
             return None
+        anchors = np.array([w[0] for w in windows], np.int64)
+        if (anchors < 0).any() or (anchors + np.array(windows[0][1], np.int64) > np.asarray(shapes, np.int64)).any():
+            return None  # a window leaves its sample
         return windows
 
     def dense_device_inputs(self, ctx, inputs, args):
@@ -178,16 +172,11 @@ class CropMirrorNormalize(LayoutAware, Operator):
         n = len(x)
         in_layout, out_layout, perm = self._layouts(x.layout(), x.ndim())
         c_axis, w_axis = in_layout.index("C"), in_layout.index("W")
-        pos = crop_positions(self.op, args, n)
         policy = args["out_of_bounds_policy"]
         per_sample_std = args.is_per_sample("std")
-        windows, params, shapes = [], [], []
-        for i, shape in enumerate(x.shape()):
-            try:
-                anchor, wshape = crop_window(shape, in_layout, requested_crop(self.op, args, i), pos[i],
-                                             args["rounding"], policy)
-            except WindowOutOfBounds as e:
-                raise WindowOutOfBounds(f"fn.{self.op}: {sample_name(x.source_info, i)}: {e}") from None
+        windows = crop_windows(self.op, args, x.shape(), in_layout, x.source_info)
+        params, shapes = [], []
+        for i, (shape, (anchor, wshape)) in enumerate(zip(x.shape(), windows)):
             channels = shape[c_axis]
             who = sample_name(x.source_info, i)
             mean = per_channel(self.op, "mean", args.sample_value("mean", i), channels, who)
@@ -195,7 +184,6 @@ class CropMirrorNormalize(LayoutAware, Operator):
                 check_std(self.op, "std", args.sample_value("std", i), who)
             std = per_channel(self.op, "std", args.sample_value("std", i), channels, who)
             params.append(cmn_coefficients(mean, std, args["scale"], args["shift"]))
-            windows.append((anchor, wshape))
             padded = list(wshape)
             padded[c_axis] = self._out_channels(channels)
             shapes.append(tuple(padded[p] for p in perm))

@@ -16,11 +16,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from jaxdali.ops.convert import round_half_away
+from jaxdali.ops.layouts import sample_name
 from jaxdali.ops.schema import Arg, OpArgumentError
 
 __all__ = [
     "CROP_LAYOUTS", "CROP_ARGS", "CROP_SIZE_ARGS", "WindowOutOfBounds", "crop_anchor", "crop_axes", "crop_window",
-    "window_slices", "given_arg", "check_crop_args", "requested_crop", "crop_positions", "static_sizes",
+    "crop_windows", "window_slices", "given_arg", "check_crop_args", "requested_crop", "requested_crops",
+    "crop_positions", "static_sizes",
     "device_anchors",
 ]
 
@@ -73,22 +75,58 @@ def crop_window(shape: Sequence[int], layout: str, size_dhw: Sequence[int | None
 
     Axes that are not cropped get anchor 0 and their full extent.
     """
-    anchor = [0] * len(shape)
-    out = list(shape)
-    for axis, size, pos in zip(crop_axes(layout), size_dhw, pos_zyx):
-        if axis is None or size is None:
+    sizes = np.array([[-1 if v is None else int(v) for v in size_dhw]], np.int64)
+    anchors, extents = _windows(np.asarray([shape], np.int64), layout, sizes, np.asarray([pos_zyx], np.float32),
+                                rounding, policy)
+    return tuple(anchors[0].tolist()), tuple(extents[0].tolist())
+
+
+def crop_windows(op: str, args, shapes: Sequence[Sequence[int]], layout: str,
+                 source_info: Sequence[str] | None = None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """``crop_window`` of every sample of a batch under the operator's crop arguments ``args``, in array
+    operations; ``WindowOutOfBounds`` names the first sample whose window leaves it (policy "error")."""
+    n = len(shapes)
+    if n == 0:
+        return []
+    shapes = np.asarray(shapes, np.int64).reshape(n, -1)
+    try:
+        anchors, extents = _windows(shapes, layout, requested_crops(op, args, n), crop_positions(op, args, n),
+                                    args["rounding"], args["out_of_bounds_policy"])
+    except WindowOutOfBounds as e:
+        raise WindowOutOfBounds(f"fn.{op}: {sample_name(source_info, e.sample)}: {e}") from None
+    return list(zip(map(tuple, anchors.tolist()), map(tuple, extents.tolist())))
+
+
+def _windows(shapes: np.ndarray, layout: str, sizes: np.ndarray, pos: np.ndarray, rounding: str,
+             policy: str) -> tuple[np.ndarray, np.ndarray]:
+    """(anchors, extents), (n, ndim) int64, of the windows of ``sizes`` ((n, 3) d/h/w, -1: the axis is
+    kept whole) at ``pos`` ((n, 3) float32 z/y/x) in samples of ``shapes``; see ``crop_window``.
+    ``WindowOutOfBounds`` (its ``sample`` attribute: which) for the first window that leaves its sample
+    under "error"."""
+    anchors = np.zeros_like(shapes)
+    extents = shapes.copy()
+    for k, axis in enumerate(crop_axes(layout)):
+        cropped = sizes[:, k] >= 0
+        if axis is None or not cropped.any():
             continue
-        extent = shape[axis]
-        a = int(crop_anchor(pos, extent, size, rounding))
+        extent, size = shapes[:, axis], sizes[:, k]
+        a = crop_anchor(pos[:, k], extent, size, rounding).astype(np.int64)
         if policy == "trim_to_shape":
-            lo, hi = max(a, 0), min(a + size, extent)
-            a, size = lo, max(hi - lo, 0)
-        anchor[axis], out[axis] = a, size
-    if policy == "error" and any(a < 0 or a + n > e for a, n, e in zip(anchor, out, shape)):
-        raise WindowOutOfBounds(
-            "Slice can't be placed out of bounds with current policy. Got: input_shape={%s}, slice_anchor={%s}, "
-            "slice_shape={%s}" % (" x ".join(map(str, shape)), " x ".join(map(str, anchor)), " x ".join(map(str, out))))
-    return tuple(anchor), tuple(out)
+            lo, hi = np.maximum(a, 0), np.minimum(a + size, extent)
+            a, size = lo, np.maximum(hi - lo, 0)
+        anchors[cropped, axis], extents[cropped, axis] = a[cropped], size[cropped]
+    if policy == "error":
+        outside = ((anchors < 0) | (anchors + extents > shapes)).any(axis=1)
+        if outside.any():
+            i = int(np.argmax(outside))
+            shape, anchor, out = shapes[i].tolist(), anchors[i].tolist(), extents[i].tolist()
+            error = WindowOutOfBounds(
+                "Slice can't be placed out of bounds with current policy. Got: input_shape={%s}, slice_anchor={%s}, "
+                "slice_shape={%s}" % (" x ".join(map(str, shape)), " x ".join(map(str, anchor)),
+                                      " x ".join(map(str, out))))
+            error.sample = i
+            raise error
+    return anchors, extents
 
 
 def window_slices(anchor: Sequence[int], out_shape: Sequence[int], shape: Sequence[int]):
@@ -170,10 +208,33 @@ def requested_crop(op: str, args, i: int) -> tuple[int | None, int | None, int |
             out.append(None)
             continue
         v = float(np.asarray(args.sample_value(name, i)).reshape(()))
-        if int(v) <= 0:
-            raise ValueError(f"fn.{op}: argument '{name}' must be >= 1 for sample {i}, got {v}")
-        out.append(int(v))
+        out.append(_crop_size(op, name, v, i))
     return tuple(out)
+
+
+def _crop_size(op: str, name: str, value: float, i: int) -> int:
+    if int(value) <= 0:
+        raise ValueError(f"fn.{op}: argument '{name}' must be >= 1 for sample {i}, got {value}")
+    return int(value)
+
+
+def requested_crops(op: str, args, n: int) -> np.ndarray:
+    """Every sample's ``requested_crop`` as an (n, 3) int64 array, -1 where the axis is kept whole."""
+    if args.given("crop"):
+        if not args.is_per_sample("crop"):
+            one = _check_crop_values(op, args["crop"])
+            return np.tile(np.array([[-1 if v is None else v for v in one]], np.int64), (n, 1))
+        return np.array([[-1 if v is None else v for v in requested_crop(op, args, i)] for i in range(n)], np.int64)
+    out = np.full((n, 3), -1, np.int64)
+    for k, name in enumerate(("crop_d", "crop_h", "crop_w")):
+        if args.given(name):
+            values = args.per_sample(name, np.float64).reshape(n)
+            sizes = values.astype(np.int64)  # truncated, as int()
+            bad = np.flatnonzero(sizes <= 0)
+            if bad.size:
+                _crop_size(op, name, float(values[bad[0]]), int(bad[0]))
+            out[:, k] = sizes
+    return out
 
 
 def crop_positions(op: str, args, n: int) -> np.ndarray:

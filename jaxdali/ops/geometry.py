@@ -18,12 +18,11 @@ import numpy as np
 
 from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away
-from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, WindowOutOfBounds, check_crop_args,
-                                   crop_positions, crop_window, device_anchors, given_arg, requested_crop,
-                                   static_sizes)
+from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, check_crop_args, crop_positions,
+                                   crop_windows, device_anchors, given_arg, static_sizes)
 from jaxdali.ops.image_kernels import copy_window, device_flip, device_window, flipped
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, dtype_argument, image_layout,
-                                 per_channel, sample_name)
+                                 per_channel)
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -55,15 +54,7 @@ class Crop(LayoutAware, Operator):
 
     def _plan(self, x: TensorListCPU, args) -> tuple[str, list[tuple[tuple, tuple]]]:
         layout = image_layout("crop", x.layout(), x.ndim(), CROP_LAYOUTS)
-        pos = crop_positions("crop", args, len(x))
-        windows = []
-        for i, shape in enumerate(x.shape()):
-            try:
-                windows.append(crop_window(shape, layout, requested_crop("crop", args, i), pos[i],
-                                           args["rounding"], args["out_of_bounds_policy"]))
-            except WindowOutOfBounds as e:
-                raise WindowOutOfBounds(f"fn.crop: {sample_name(x.source_info, i)}: {e}") from None
-        return layout, windows
+        return layout, crop_windows("crop", args, x.shape(), layout, x.source_info)
 
     def run(self, ctx, inputs, args):
         (x,) = inputs
