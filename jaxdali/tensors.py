@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from jaxdali.core.buffers import owned_rows
 from jaxdali.types import DALIDataType, to_dali_type
 
 __all__ = ["TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]
@@ -243,10 +244,11 @@ class TensorListCPU(_TensorListBase):
 
     def split(self, sizes: Sequence[int]) -> list["TensorListCPU"]:
         """The batch cut into consecutive batches of ``sizes`` samples (views of this batch's memory)."""
+        dense = owned_rows(self._dense, sizes) if self._dense is not None else None
         out, start = [], 0
-        for n in sizes:
+        for k, n in enumerate(sizes):
             rows = slice(start, start + n)
-            data = self._dense[rows] if self._dense is not None else self._samples[rows]
+            data = dense[k] if dense is not None else self._samples[rows]
             info = None if self.source_info is None else self.source_info[rows]
             out.append(type(self)(data, self._layout, info))
             start += n

@@ -80,3 +80,14 @@ def test_outputs_kept_by_the_caller_keep_their_values_across_batches():
     kept = [p.run()[0] for _ in range(3)]
     assert [float(np.asarray(out.as_tensor()).mean()) for out in kept] == [0.0, 1.0, 2.0]
     p.close()
+
+
+def test_row_blocks_of_an_owned_buffer_are_owned_views():
+    whole = buffers.owned_empty((10, 3), np.uint8)
+    whole[:] = np.arange(10)[:, None]
+    parts = buffers.owned_rows(whole, [4, 0, 6])
+    assert [p.shape for p in parts] == [(4, 3), (0, 3), (6, 3)]
+    assert all(buffers.is_owned(p) and np.shares_memory(p, whole) for p in (parts[0], parts[2]))
+    assert parts[2][0, 0] == 4
+    plain = np.zeros((10, 3), np.uint8)
+    assert not any(buffers.is_owned(p) for p in buffers.owned_rows(plain, [5, 5]))  # views of a buffer nobody owns

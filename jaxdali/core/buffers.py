@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["owned_empty", "is_owned", "POOL_MIN_BYTES", "POOL_LIMIT_BYTES", "POOL_MAX_AGE"]
+__all__ = ["owned_empty", "is_owned", "owned_rows", "POOL_MIN_BYTES", "POOL_LIMIT_BYTES", "POOL_MAX_AGE"]
 
 _ALIGN = 64
 #: Buffers of at least this many bytes are leased from the pool (smaller ones are cheap to allocate).
@@ -120,3 +120,18 @@ def owned_empty(shape, dtype) -> np.ndarray:
 def is_owned(array: np.ndarray) -> bool:
     """Whether ``array`` is a buffer from ``owned_empty`` (the same object, not a view of it)."""
     return _OWNED.get(id(array)) is array
+
+
+def owned_rows(array: np.ndarray, sizes) -> list[np.ndarray]:
+    """``array`` cut into consecutive blocks of ``sizes`` rows (views). Where ``array`` is owned, so is
+    each block: the batches of the pipelines of a group, each taken whole by its pipeline, may then
+    become its device arrays without a copy as the whole batch could (``jaxdali.pipeline.group``)."""
+    owned = is_owned(array)
+    parts, start = [], 0
+    for n in sizes:
+        part = array[start:start + n]
+        if owned:
+            _OWNED[id(part)] = part
+        parts.append(part)
+        start += n
+    return parts
