@@ -23,6 +23,7 @@ from jaxdali.ops.readers.array_record_format import read_index
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.riegeli_format import (CHUNK_HEADER_SIZE, FormatError, UnsupportedChunk, decode_simple,
                                                 decode_simple_batch, physical_size, read_chunk)
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -63,36 +64,51 @@ def _index(op: str, path: str):
         raise ValueError(f"fn.{op}: {path!r} is not a readable ArrayRecord file: {e}") from None
 
 
+def _list_chunks(op: str, paths: list[str]) -> tuple:
+    """(paths, chunk begin (-1: read by the library), records, decoded size, file and limit, first record of each
+    chunk, first record of each file) of the ArrayRecord files ``paths``, as read-only arrays (shared by the
+    readers of one iterator's pipelines). A file whose footer only the library decodes is one pseudo-chunk per
+    record, counted with the library (the readers open it again when they read)."""
+    if not paths:
+        raise ValueError(f"fn.{op}: 'path' lists no file")
+    begins, counts, decoded, files, limits = [], [], [], [], []
+    for f, path in enumerate(paths):
+        index = _index(op, path)
+        if index is None:
+            library = _open_library(op, path)
+            try:
+                n = library.num_records()
+            finally:
+                library.close()
+            # One pseudo-chunk per record: every record of the file is read by the library.
+            index = (np.full(n, -1), np.ones(n, np.int64), np.zeros(n, np.int64), 0)
+        begins.append(index[0])
+        counts.append(index[1])
+        decoded.append(index[2])
+        files.append(np.full(len(index[0]), f))
+        limits.append(np.full(len(index[0]), index[3]))
+    chunks = tuple(np.concatenate(a).astype(np.int64) for a in (begins, counts, decoded, files, limits))
+    chunk_first = np.concatenate(([0], np.cumsum(chunks[1])))
+    file_records = np.bincount(chunks[3], chunks[1], len(paths)).astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(file_records))).astype(np.int64)
+    if not offsets[-1]:
+        raise RuntimeError(f"fn.{op}: the ArrayRecord files {paths} hold no records")
+    for array in chunks + (chunk_first, offsets):
+        array.flags.writeable = False
+    return (paths,) + chunks + (chunk_first, offsets)
+
+
 class ArrayRecordReader(Reader):
     def __init__(self, node, build):
         super().__init__(node, build)
         op = self.op = node.schema.name
-        self.paths = list(self.args["path"])
-        if not self.paths:
-            raise ValueError(f"fn.{op}: 'path' lists no file")
+        paths = list(self.args["path"])
+        (self.paths, self.chunk_begin, self.chunk_records, self.chunk_decoded, self.chunk_file, self.chunk_limit,
+         self.chunk_first, self.offsets) = listing((op, frozen(paths)), lambda: _list_chunks(op, paths))
+        #: The library's readers of the files it reads, opened when first needed.
         self._library: list = [None] * len(self.paths)
         self._library_lock = threading.Lock()
-        begins, counts, decoded, files, limits = [], [], [], [], []
-        for f, path in enumerate(self.paths):
-            index = _index(op, path)
-            if index is None:
-                self._library[f] = _open_library(op, path)
-                n = self._library[f].num_records()
-                # One pseudo-chunk per record: every record of the file is read by the library.
-                index = (np.full(n, -1), np.ones(n, np.int64), np.zeros(n, np.int64), 0)
-            begins.append(index[0])
-            counts.append(index[1])
-            decoded.append(index[2])
-            files.append(np.full(len(index[0]), f))
-            limits.append(np.full(len(index[0]), index[3]))
-        self.chunk_begin, self.chunk_records, self.chunk_decoded, self.chunk_file, self.chunk_limit = (
-            np.concatenate(a).astype(np.int64) for a in (begins, counts, decoded, files, limits))
-        self.chunk_first = np.concatenate(([0], np.cumsum(self.chunk_records)))
-        file_records = np.bincount(self.chunk_file, self.chunk_records, len(self.paths)).astype(np.int64)
-        self.offsets = np.concatenate(([0], np.cumsum(file_records))).astype(np.int64)
         self.num_samples = int(self.offsets[-1])
-        if not self.num_samples:
-            raise RuntimeError(f"fn.{op}: the ArrayRecord files {self.paths} hold no records")
         self.listing = records_fingerprint(self.paths, self.offsets)
         self.listing_source = f"the records of {self.paths}"
         self._maps = ranges.map_local_files(self.paths, self.args["dont_use_mmap"])

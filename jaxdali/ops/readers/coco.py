@@ -6,8 +6,10 @@ import numpy as np
 
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
-from jaxdali.ops.readers.coco_annotations import load_preprocessed, parse_annotations, save_preprocessed
+from jaxdali.ops.readers.coco_annotations import (CocoAnnotations, load_preprocessed, parse_annotations,
+                                                  save_preprocessed)
 from jaxdali.ops.readers.coco_masks import label_image, rle_from_polygon
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -15,6 +17,32 @@ __all__ = ["COCO_READER"]
 
 # Arguments that describe how the JSON is parsed: meaningless with preprocessed annotations.
 _JSON_ONLY = ("annotations_file", "skip_empty", "ratio", "ltrb", "images", "size_threshold")
+
+
+#: The arguments the annotations (and so the samples) depend on.
+_LISTING_ARGS = ("file_root", "annotations_file", "preprocessed_annotations", "images", "size_threshold", "ltrb",
+                 "ratio", "skip_empty", "include_iscrowd", "avoid_class_remapping", "polygon_masks",
+                 "pixelwise_masks", "image_ids")
+
+
+def _list_samples(op: str, a) -> tuple[CocoAnnotations, list[str], str, str]:
+    """(annotations, image paths, listing fingerprint, where) of the reader ``fn.<op>``'s arguments ``a``;
+    the annotations' arrays are read-only (shared by the readers of one iterator's pipelines)."""
+    polygons, pixelwise, image_ids = a["polygon_masks"], a["pixelwise_masks"], a["image_ids"]
+    if a["preprocessed_annotations"]:
+        ann = load_preprocessed(op, a["preprocessed_annotations"], polygons, pixelwise, image_ids)
+    else:
+        ann = parse_annotations(
+            op, a["annotations_file"], images=list(a["images"]) if a["images"] is not None else None,
+            size_threshold=a["size_threshold"], ltrb=a["ltrb"], ratio=a["ratio"], skip_empty=a["skip_empty"],
+            include_iscrowd=a["include_iscrowd"], remap_classes=not a["avoid_class_remapping"],
+            polygons=polygons, pixelwise=pixelwise, image_ids=image_ids)
+    if not len(ann):
+        raise RuntimeError(f"fn.{op}: No files found (no image of the annotations is left to read)")
+    ann.freeze()
+    paths = [storage.join(a["file_root"], n) for n in ann.filenames]
+    where = f"the images of {a['annotations_file'] or a['preprocessed_annotations']!r}"
+    return ann, paths, listing_fingerprint(ann.filenames, ann.counts), where
 
 
 class CocoReader(Reader):
@@ -37,25 +65,15 @@ class CocoReader(Reader):
             if given:
                 raise OpArgumentError(f"fn.{op}: {', '.join(given)} cannot be used when reading "
                                       "preprocessed_annotations")
-            self.ann = load_preprocessed(op, a["preprocessed_annotations"], self.polygon_masks, self.pixelwise,
-                                         self.image_ids)
-        elif a["annotations_file"]:
-            self.ann = parse_annotations(
-                op, a["annotations_file"], images=list(a["images"]) if a["images"] is not None else None,
-                size_threshold=a["size_threshold"], ltrb=a["ltrb"], ratio=a["ratio"], skip_empty=a["skip_empty"],
-                include_iscrowd=a["include_iscrowd"], remap_classes=not a["avoid_class_remapping"],
-                polygons=self.polygon_masks, pixelwise=self.pixelwise, image_ids=self.image_ids)
-            if a["save_preprocessed_annotations"]:
-                save_preprocessed(self.ann, a["save_preprocessed_annotations_dir"], self.polygon_masks,
-                                  self.pixelwise, self.image_ids)
-        else:
+        elif not a["annotations_file"]:
             raise OpArgumentError(f"fn.{op}: give 'annotations_file' or 'preprocessed_annotations'")
-        if not len(self.ann):
-            raise RuntimeError(f"fn.{op}: No files found (no image of the annotations is left to read)")
-        self.paths = [storage.join(a["file_root"], n) for n in self.ann.filenames]
+        key = (op,) + tuple(frozen(a[name]) for name in _LISTING_ARGS)
+        self.ann, self.paths, self.listing, self.listing_source = listing(key, lambda: _list_samples(op, a))
+        if a["save_preprocessed_annotations"]:
+            save_dir = a["save_preprocessed_annotations_dir"]
+            listing(key + ("saved to", save_dir), lambda: save_preprocessed(
+                self.ann, save_dir, self.polygon_masks, self.pixelwise, self.image_ids))
         self.num_samples = len(self.ann)
-        self.listing = listing_fingerprint(self.ann.filenames, self.ann.counts)
-        self.listing_source = f"the images of {a['annotations_file'] or a['preprocessed_annotations']!r}"
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
         self._init_read_ahead(self.paths)
 

@@ -46,6 +46,15 @@ class CocoAnnotations:
     def __len__(self) -> int:
         return len(self.filenames)
 
+    def freeze(self) -> None:
+        """Makes every array read-only, for annotations shared by several readers."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        for counts, _, _ in self.rles or ():
+            counts.flags.writeable = False
+
 
 def _segmentation(ann: dict, want_polygons: bool, want_rle: bool, where: str):
     """("polygon", [coords...]) / ("rle", counts) / None for an annotation's segmentation."""

@@ -19,6 +19,7 @@ import numpy as np
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import Reader, records_fingerprint
 from jaxdali.ops.readers.protowire import ProtoError
+from jaxdali.ops.readers.shared_listing import listing
 from jaxdali.tensors import TensorListCPU
 
 __all__ = ["LmdbReader"]
@@ -70,6 +71,21 @@ def _pick(items: list, positions: list[int]) -> list:
     return list(operator.itemgetter(*positions)(items)) if positions else []
 
 
+def _list_keys(op: str, paths: list[str], envs: list) -> tuple[list[list[bytes]], np.ndarray]:
+    """The keys of each database (opened in ``envs``) in order, and the read-only first global index of each
+    database (and the total at the end); shared by the readers of one iterator's pipelines."""
+    keys = []
+    for env in envs:
+        with env.begin() as txn:
+            keys.append(list(txn.cursor().iternext(keys=True, values=False)))
+    counts = [len(k) for k in keys]
+    if sum(counts) == 0:
+        raise RuntimeError(f"fn.{op}: the LMDB {paths if len(paths) > 1 else paths[0]!r} has no entries")
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    offsets.flags.writeable = False
+    return keys, offsets
+
+
 class LmdbReader(Reader):
     """A reader whose samples are the entries of the LMDBs in argument ``path``; subclasses turn a
     batch of raw values into output batches with ``decode(records)``."""
@@ -90,15 +106,8 @@ class LmdbReader(Reader):
             real, env = _open(op, p)
             self._opened.append(real)
             self.envs.append(env)
-        self.keys: list[list[bytes]] = []
-        for env in self.envs:
-            with env.begin() as txn:
-                self.keys.append(list(txn.cursor().iternext(keys=True, values=False)))
-        counts = [len(k) for k in self.keys]
-        if sum(counts) == 0:
-            raise RuntimeError(f"fn.{op}: the LMDB {paths if len(paths) > 1 else paths[0]!r} has no entries")
-        #: First global index of each database (and the total at the end).
-        self.offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        #: Each database's keys in order, and the first global index of each database (and the total at the end).
+        self.keys, self.offsets = listing(("lmdb", tuple(self._opened)), lambda: _list_keys(op, paths, self.envs))
         self.num_samples = int(self.offsets[-1])
         self.listing = records_fingerprint(paths, self.offsets)
         self.listing_source = f"the entries of the LMDB {paths}"

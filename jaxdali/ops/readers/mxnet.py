@@ -15,6 +15,7 @@ from jaxdali.ops.readers import recordio_format as fmt
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.ranges import map_local_files, read_ranges
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -29,46 +30,54 @@ def _words(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     return buf[at[:, None] + np.arange(4)].view("<u4").ravel()
 
 
+def _list_records(paths: list[str], index_paths: list[str]) -> tuple:
+    """(file of each record, its offset in the file, its size, listing fingerprint, where) of the RecordIO
+    files ``paths`` through the index ``index_paths[0]``; the arrays are read-only (shared by the readers
+    of one iterator's pipelines)."""
+    if not paths:
+        raise OpArgumentError(f"{_OP}: 'path' lists no RecordIO file")
+    if len(index_paths) != 1:
+        raise OpArgumentError(f"{_OP}: 'index_path' must list exactly one index file (for all of 'path'), got "
+                              f"{len(index_paths)}")
+    for p in paths:
+        if not storage.isfile(p):
+            raise FileNotFoundError(f"{_OP}: RecordIO file {p!r} does not exist")
+    index_path = index_paths[0]
+    if not storage.isfile(index_path):
+        raise FileNotFoundError(f"{_OP}: index file {index_path!r} does not exist (MXNet's im2rec.py writes it "
+                                f"with the .rec file)")
+    offsets = fmt.parse_index(storage.read_file(index_path), f"{_OP}: index {index_path!r}")
+    if not len(offsets):
+        raise RuntimeError(f"{_OP}: index {index_path!r} lists no record")
+    file_sizes = np.array([storage.file_size(p) for p in paths], np.int64)
+    file_start = np.concatenate(([0], np.cumsum(file_sizes)))
+    if offsets[-1] >= file_start[-1]:
+        raise fmt.RecordIOError(f"{_OP}: index {index_path!r} lists offset {int(offsets[-1])}, past the end of "
+                                f"the RecordIO files ({int(file_start[-1])} bytes in all): the index is stale "
+                                f"or belongs to other files")
+    file_id = np.searchsorted(file_start, offsets, side="right") - 1
+    # A record ends where the next one starts, or at the end of its file.
+    ends = np.minimum(np.append(offsets[1:], file_start[-1]), file_start[file_id + 1])
+    in_file, sizes = offsets - file_start[file_id], ends - offsets
+    for array in (file_id, in_file, sizes):
+        array.flags.writeable = False
+    return file_id, in_file, sizes, records_fingerprint(paths, offsets), f"index {index_path!r} of {paths}"
+
+
 class MXNetReader(Reader):
     """Records in offset order over the ``.rec`` files taken one after the other, as DALI numbers them."""
 
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args
-        paths, index_paths = list(a["path"]), list(a["index_path"])
-        if not paths:
-            raise OpArgumentError(f"{_OP}: 'path' lists no RecordIO file")
-        if len(index_paths) != 1:
-            raise OpArgumentError(f"{_OP}: 'index_path' must list exactly one index file (for all of 'path'), got "
-                                  f"{len(index_paths)}")
-        for p in paths:
-            if not storage.isfile(p):
-                raise FileNotFoundError(f"{_OP}: RecordIO file {p!r} does not exist")
-        index_path = index_paths[0]
-        if not storage.isfile(index_path):
-            raise FileNotFoundError(f"{_OP}: index file {index_path!r} does not exist (MXNet's im2rec.py writes it "
-                                    f"with the .rec file)")
-        offsets = fmt.parse_index(storage.read_file(index_path), f"{_OP}: index {index_path!r}")
-        if not len(offsets):
-            raise RuntimeError(f"{_OP}: index {index_path!r} lists no record")
-        file_sizes = np.array([storage.file_size(p) for p in paths], np.int64)
-        file_start = np.concatenate(([0], np.cumsum(file_sizes)))
-        if offsets[-1] >= file_start[-1]:
-            raise fmt.RecordIOError(f"{_OP}: index {index_path!r} lists offset {int(offsets[-1])}, past the end of "
-                                    f"the RecordIO files ({int(file_start[-1])} bytes in all): the index is stale "
-                                    f"or belongs to other files")
-        self.file_id = np.searchsorted(file_start, offsets, side="right") - 1
-        # A record ends where the next one starts, or at the end of its file.
-        ends = np.minimum(np.append(offsets[1:], file_start[-1]), file_start[self.file_id + 1])
-        self.offsets = offsets - file_start[self.file_id]
-        self.sizes = ends - offsets
-        self.paths = paths
+        self.paths = list(a["path"])
+        key = ("readers.mxnet", frozen(a["path"]), frozen(a["index_path"]))
+        self.file_id, self.offsets, self.sizes, self.listing, self.listing_source = listing(
+            key, lambda: _list_records(self.paths, list(a["index_path"])))
         #: The files memory-mapped (as DALI reads them unless dont_use_mmap): a batch is then views of the
         #: page cache, without a read call. None for remote files or with dont_use_mmap.
-        self._maps = map_local_files(paths, a["dont_use_mmap"])
-        self.num_samples = len(offsets)
-        self.listing = records_fingerprint(paths, offsets)
-        self.listing_source = f"index {index_path!r} of {paths}"
+        self._maps = map_local_files(self.paths, a["dont_use_mmap"])
+        self.num_samples = len(self.offsets)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
     def _where(self, index: int) -> str:

@@ -22,6 +22,7 @@ from jaxdali.ops.audio import sinc
 from jaxdali.ops.audio.decoder import decode_audio
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIDataType, to_numpy_type
@@ -79,6 +80,27 @@ def parse_manifest(path: str) -> list[ManifestEntry]:
     return entries
 
 
+def _list_entries(manifests: list[str], low: float, high: float) -> tuple:
+    """(entries, each one's index among the kept entries of its manifest, transcripts as UTF-8 bytes,
+    listing fingerprint, where) of the entries of ``manifests`` whose duration is within [low, high] (a bound
+    <= 0: none); the arrays are read-only (shared by the readers of one iterator's pipelines)."""
+    entries, manifest_idxs = [], []
+    for manifest in manifests:
+        kept = [e for e in parse_manifest(manifest)
+                if not (low > 0 and e.duration < low) and not (high > 0 and e.duration > high)]
+        entries += kept
+        manifest_idxs += range(len(kept))
+    source = f"manifests {manifests}"
+    if not entries:
+        raise RuntimeError(f"fn.{_OP}: no samples in {source} (after min_duration={low}, max_duration={high})")
+    # DALI's read_idxs counts the kept entries of each manifest file from 0.
+    idxs = np.asarray(manifest_idxs, np.int64).reshape(-1, 1)
+    texts = [np.frombuffer(e.text.encode("utf-8"), np.uint8) for e in entries]  # bytes: read-only already
+    idxs.flags.writeable = False
+    names = [f"{e.audio_filepath}@{e.offset}+{e.duration}:{e.text}" for e in entries]
+    return entries, idxs, texts, listing_fingerprint(names), source
+
+
 def _num_outputs(a) -> int:
     return 1 + bool(a["read_sample_rate"]) + bool(a["read_text"]) + bool(a["read_idxs"])
 
@@ -96,26 +118,14 @@ class NemoAsrReader(Reader):
             raise OpArgumentError(f"fn.{_OP}: argument 'sample_rate' must be > 0 (or -1: keep each file's rate), "
                                   f"got {a['sample_rate']}")
         low, high = a["min_duration"], a["max_duration"]
-        entries, manifest_idxs = [], []
-        for manifest in manifests:
-            kept = [e for e in parse_manifest(manifest)
-                    if not (low > 0 and e.duration < low) and not (high > 0 and e.duration > high)]
-            entries += kept
-            manifest_idxs += range(len(kept))
-        source = f"manifests {list(manifests)}"
-        if not entries:
-            raise RuntimeError(f"fn.{_OP}: no samples in {source} (after min_duration={low}, max_duration={high})")
-        self.entries = entries
-        # DALI's read_idxs counts the kept entries of each manifest file from 0.
-        self._idxs = np.asarray(manifest_idxs, np.int64).reshape(-1, 1)
-        self.num_samples = len(entries)
-        names = [f"{e.audio_filepath}@{e.offset}+{e.duration}:{e.text}" for e in entries]
-        self.listing, self.listing_source = listing_fingerprint(names), source
+        key = (_OP, frozen(manifests), low, high)
+        self.entries, self._idxs, self._texts, self.listing, self.listing_source = listing(
+            key, lambda: _list_entries(list(manifests), low, high))
+        self.num_samples = len(self.entries)
         self._dtype = np.dtype(to_numpy_type(a["dtype"]))
         self._lobes = sinc.lobes_for_quality(a["quality"])
-        self._texts = [np.frombuffer(e.text.encode("utf-8"), np.uint8) for e in entries]
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
-        self._init_read_ahead([e.audio_filepath for e in entries])
+        self._init_read_ahead([e.audio_filepath for e in self.entries])
 
     def _mapped(self, path: str) -> bool:
         """Whether ``fetch`` memory-maps the file (and the decoder may then open it by its path)."""

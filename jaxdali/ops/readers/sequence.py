@@ -15,6 +15,7 @@ from jaxdali.ops.decoders import decode_image
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.file import DEFAULT_FILE_FILTERS, list_class_folders
+from jaxdali.ops.readers.shared_listing import listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 from jaxdali.types import DALIImageType
@@ -26,31 +27,39 @@ _OP = "fn.readers.sequence"
 FRAME_FILTERS = tuple(f for f in DEFAULT_FILE_FILTERS if f not in ("*.flac", "*.ogg", "*.wav"))
 
 
+def _list_sequences(root: str, length: int, step: int, stride: int) -> tuple:
+    """(frame paths, first frame of each sequence, its stream, listing fingerprint) of the stream folders of
+    ``root``; the arrays are read-only (shared by the readers of one iterator's pipelines)."""
+    if not storage.isdir(root):
+        raise FileNotFoundError(f"{_OP}: file_root {root!r} is not a directory")
+    names, streams = list_class_folders(root, FRAME_FILTERS)
+    prefix = storage.join(root, "")
+    paths = [prefix + n for n in names]
+    streams = np.asarray(streams, np.int64)
+    stream_ids, first_frame, frame_counts = np.unique(streams, return_index=True, return_counts=True)
+    span = (length - 1) * stride + 1
+    counts = np.maximum(0, (frame_counts - span) // step + 1)
+    if not counts.sum():
+        raise RuntimeError(f"{_OP}: no stream of file_root {root!r} has the {span} frames a sequence of "
+                           f"sequence_length={length} with stride={stride} needs (streams: {len(stream_ids)}, "
+                           f"most frames in one: {int(frame_counts.max()) if len(frame_counts) else 0})")
+    first = np.concatenate([f + np.arange(c) * step for f, c in zip(first_frame, counts)]).astype(np.int64)
+    stream = np.repeat(stream_ids, counts)
+    first.flags.writeable = stream.flags.writeable = False
+    return paths, first, stream, listing_fingerprint(names, streams)
+
+
 class SequenceReader(Reader):
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args
         root, length, step, stride = a["file_root"], a["sequence_length"], a["step"], a["stride"]
-        if not storage.isdir(root):
-            raise FileNotFoundError(f"{_OP}: file_root {root!r} is not a directory")
-        names, streams = list_class_folders(root, FRAME_FILTERS)
-        prefix = storage.join(root, "")
-        self.paths = [prefix + n for n in names]
-        streams = np.asarray(streams, np.int64)
-        stream_ids, first_frame, frame_counts = np.unique(streams, return_index=True, return_counts=True)
-        span = (length - 1) * stride + 1
-        counts = np.maximum(0, (frame_counts - span) // step + 1)
-        if not counts.sum():
-            raise RuntimeError(f"{_OP}: no stream of file_root {root!r} has the {span} frames a sequence of "
-                               f"sequence_length={length} with stride={stride} needs (streams: {len(stream_ids)}, "
-                               f"most frames in one: {int(frame_counts.max()) if len(frame_counts) else 0})")
         # Per sequence: the index (in self.paths) of its first frame, and its stream.
-        self.first = np.concatenate([f + np.arange(c) * step for f, c in zip(first_frame, counts)]).astype(np.int64)
-        self.stream = np.repeat(stream_ids, counts)
+        self.paths, self.first, self.stream, self.listing = listing(
+            ("readers.sequence", root, length, step, stride), lambda: _list_sequences(root, length, step, stride))
         self.frame_offsets = np.arange(length, dtype=np.int64) * stride
         self.image_type = DALIImageType(a["image_type"])
         self.num_samples = len(self.first)
-        self.listing = listing_fingerprint(names, streams)
         self.listing_source = f"the stream folders of file_root {root!r}"
         self._init_sampling()
 

@@ -12,6 +12,7 @@ from jaxdali.ops.readers import tfrecord_format as fmt
 from jaxdali.ops.readers.example_layout import FeatureSpans, locate_features
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.ranges import map_local_files, read_ranges
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 
@@ -45,6 +46,28 @@ def _check_features(features: Any) -> dict[str, tfrec.Feature]:
     return dict(features)
 
 
+def _list_records(paths: list[str], index_paths: list[str]) -> tuple:
+    """(paths, file of each record, its number in the file, offsets, sizes, listing fingerprint, where) of
+    the TFRecord files ``paths`` through their indexes; the arrays are read-only (shared by the readers of
+    one iterator's pipelines)."""
+    if len(paths) != len(index_paths):
+        raise OpArgumentError(f"{_OP}: 'path' has {len(paths)} files but 'index_path' has {len(index_paths)}; "
+                              f"give one index per TFRecord file")
+    indexes = [load_index(p, i) for p, i in zip(paths, index_paths)]
+    counts = [len(rows) for rows in indexes]
+    if not sum(counts):
+        raise RuntimeError(f"{_OP}: the index files list no records ({index_paths})")
+    file_id = np.repeat(np.arange(len(paths)), counts)
+    record_in_file = np.concatenate([np.arange(c) for c in counts])
+    rows = np.concatenate(indexes)
+    offsets, sizes = rows[:, 0].copy(), rows[:, 1].copy()
+    for array in (file_id, record_in_file, offsets, sizes):
+        array.flags.writeable = False
+    fingerprint = records_fingerprint(paths, np.column_stack([file_id, rows]))
+    where = f"the records of {paths} listed by {index_paths}"
+    return paths, file_id, record_in_file, offsets, sizes, fingerprint, where
+
+
 class TFRecordReader(Reader):
     """Records numbered across the files through their indexes; each batch read in few requests and
     parsed batch-wise (``example_layout``), falling back to ``parse_example`` record by record."""
@@ -53,19 +76,9 @@ class TFRecordReader(Reader):
         super().__init__(node, build)
         a = self.args
         self.features = _check_features(a["features"])
-        paths, index_paths = list(a["path"]), list(a["index_path"])
-        if len(paths) != len(index_paths):
-            raise OpArgumentError(f"{_OP}: 'path' has {len(paths)} files but 'index_path' has {len(index_paths)}; "
-                                  f"give one index per TFRecord file")
-        indexes = [load_index(p, i) for p, i in zip(paths, index_paths)]
-        counts = [len(rows) for rows in indexes]
-        if not sum(counts):
-            raise RuntimeError(f"{_OP}: the index files list no records ({index_paths})")
-        self.paths = paths
-        self.file_id = np.repeat(np.arange(len(paths)), counts)
-        self.record_in_file = np.concatenate([np.arange(c) for c in counts])
-        rows = np.concatenate(indexes)
-        self.offsets, self.sizes = rows[:, 0], rows[:, 1]
+        key = ("readers.tfrecord", frozen(a["path"]), frozen(a["index_path"]))
+        (self.paths, self.file_id, self.record_in_file, self.offsets, self.sizes, self.listing,
+         self.listing_source) = listing(key, lambda: _list_records(list(a["path"]), list(a["index_path"])))
         self.check_crc = a["check_crc"]
         self.names = list(self.features)
         self.keys = [n.encode() for n in self.names]
@@ -73,10 +86,8 @@ class TFRecordReader(Reader):
         #: Byte layouts of recent records (see example_layout.locate_features), tried first on every batch.
         self.layouts: list = []
         #: Local files memory-mapped unless dont_use_mmap (see ranges.read_ranges).
-        self._maps = map_local_files(paths, a["dont_use_mmap"])
-        self.num_samples = len(rows)
-        self.listing = records_fingerprint(paths, np.column_stack([self.file_id, rows]))
-        self.listing_source = f"the records of {paths} listed by {index_paths}"
+        self._maps = map_local_files(self.paths, a["dont_use_mmap"])
+        self.num_samples = len(self.offsets)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
 
     def _where(self, index: int) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 from jaxdali.ops.readers import storage
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, listing_fingerprint
 from jaxdali.ops.readers.file import list_class_folders
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.ops.video_codec import PAD_MODES, VideoIndex, decode_frames, index_video, padded_indices, pyav
 from jaxdali.tensors import TensorListCPU
@@ -104,16 +105,31 @@ class VideoReader(Reader):
             self.fill_value = _fill_value(self.op, a["fill_value"])
             self.uniform = bool(a["uniform_sample"])
             self.float_output = self.normalized = False
-        paths, labels, ranges = self._listing()
-        self.paths, self.labels = paths, np.asarray(labels, np.int32).reshape(-1, 1)
-        self.indexes = self._index_all(paths)
+        key = (self.op, self._ranges_as_frames()) + tuple(frozen(a[n]) for n in ("file_root", "file_list",
+                                                                                   "filenames", "labels"))
+        self.paths, self.labels, ranges, self.indexes = listing(key, self._list_videos)
         self._enumerate(ranges)
-        self.listing = listing_fingerprint([f"{paths[f]}@{s}" for f, s in zip(self.seq_file, self.seq_start)],
+        self.listing = listing_fingerprint([f"{self.paths[f]}@{s}" for f, s in zip(self.seq_file, self.seq_start)],
                                            self.labels[self.seq_file])
         self.listing_source = "its video files"
         self._init_sampling()
 
     # -- listing ---------------------------------------------------------------------------------------
+    def _ranges_as_frames(self) -> bool:
+        """Whether the ranges of ``file_list`` are frame numbers (else seconds)."""
+        a = self.args
+        return bool(a["file_list_frame_num"]) if self.legacy else a["file_list_format"] == "frames"
+
+    def _list_videos(self) -> tuple[list[str], np.ndarray, list[tuple], list[VideoIndex]]:
+        """Paths, labels, ranges (see ``_listing``) and indexes of the videos, with read-only arrays: a function
+        of the listing arguments, shared by the readers of one iterator's pipelines."""
+        paths, labels, ranges = self._listing()
+        labels = np.asarray(labels, np.int32).reshape(-1, 1)
+        indexes = self._index_all(paths)
+        for array in [labels] + [a for index in indexes for a in (index.pts, index.keyframes)]:
+            array.flags.writeable = False
+        return paths, labels, ranges, indexes
+
     def _listing(self) -> tuple[list[str], list[int], list[tuple]]:
         """Paths, labels and per-file (start, end, bounds_are_frames) ranges (None: the whole file)."""
         a = self.args
@@ -126,7 +142,7 @@ class VideoReader(Reader):
             raise OpArgumentError(f"{self.op}: 'labels' can only be used together with 'filenames'")
         if file_list:
             paths, label_list, bounds = _parse_file_list(self.op, file_list)
-            as_frames = bool(a["file_list_frame_num"]) if self.legacy else a["file_list_format"] == "frames"
+            as_frames = self._ranges_as_frames()
             return paths, label_list, [None if b is None else (*b, as_frames) for b in bounds]
         if filenames:
             filenames = list(filenames)

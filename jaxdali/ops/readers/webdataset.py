@@ -10,6 +10,7 @@ from jaxdali.ops.readers import storage
 from jaxdali.ops.readers import wds_index
 from jaxdali.ops.readers.base import LOADER_ARGS, Reader, records_fingerprint
 from jaxdali.ops.readers.ranges import map_local_files, read_ranges
+from jaxdali.ops.readers.shared_listing import frozen, listing
 from jaxdali.ops.schema import REQUIRED, Arg, OpArgumentError, OpSchema, register
 from jaxdali.tensors import TensorListCPU
 from jaxdali.types import to_dali_type, to_numpy_type
@@ -20,6 +21,95 @@ _OP = "fn.readers.webdataset"
 _MISSING = ("", "empty", "skip", "error")
 
 
+def _ext_set(entry: str, case_sensitive: bool) -> frozenset[str]:
+    exts = [e for e in entry.split(";") if e]
+    if not exts:
+        raise OpArgumentError(f"{_OP}: argument 'ext' has an empty extension set {entry!r}")
+    return frozenset(exts if case_sensitive else (e.lower() for e in exts))
+
+
+def _dtypes(dtypes, outputs: int) -> list[np.dtype]:
+    if dtypes is None:
+        return [np.dtype(np.uint8)] * outputs
+    dtypes = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]
+    if len(dtypes) != outputs:
+        raise OpArgumentError(f"{_OP}: 'dtypes' has {len(dtypes)} entries but 'ext' defines {outputs} outputs")
+    return [np.dtype(to_numpy_type(to_dali_type(d))) for d in dtypes]
+
+
+def _archive_samples(path: str, index_path: str | None) -> list[list[wds_index.Component]]:
+    if not storage.isfile(path):
+        raise FileNotFoundError(f"{_OP}: archive {path!r} does not exist")
+    if index_path is None:
+        return wds_index.group_samples(wds_index.scan_tar(path))
+    if not storage.isfile(index_path):
+        raise FileNotFoundError(f"{_OP}: index file {index_path!r} (for {path!r}) does not exist; create it with "
+                                f"`python -m jaxdali.tools.wds2idx {path} {index_path}` or leave index_paths "
+                                f"unset to scan the archive")
+    text = storage.read_file(index_path).decode("utf-8", errors="replace")
+    return wds_index.parse_index(text, f"{_OP}: index {index_path!r}", storage.file_size(path))
+
+
+#: The arguments the samples depend on.
+_LISTING_ARGS = ("paths", "index_paths", "ext", "dtypes", "missing_component_behavior", "case_sensitive_extensions")
+
+
+def _list_samples(a) -> tuple:
+    """(paths, dtypes, archive of each sample, (samples, outputs) offsets, sizes and presence, source infos,
+    listing fingerprint, where) of the reader's arguments ``a``; the arrays are read-only (shared by the
+    readers of one iterator's pipelines)."""
+    paths = list(a["paths"])
+    case_sensitive = a["case_sensitive_extensions"]
+    ext_sets = [_ext_set(e, case_sensitive) for e in a["ext"]]
+    index_paths = list(a["index_paths"]) if a["index_paths"] is not None else None
+    if index_paths is not None and len(index_paths) != len(paths):
+        raise OpArgumentError(f"{_OP}: 'paths' has {len(paths)} archives but 'index_paths' has {len(index_paths)}; "
+                              f"give one index per archive")
+    dtypes = _dtypes(a["dtypes"], len(ext_sets))
+    missing = a["missing_component_behavior"]
+
+    # Per sample: its archive and, per output, the index of the matching component (-1: none).
+    sample_file, chosen, offsets, sizes, sources = [], [], [], [], []
+    for f, path in enumerate(paths):
+        samples = _archive_samples(path, index_paths[f] if index_paths else None)
+        for sample in samples:
+            picks = []
+            for j, wanted in enumerate(ext_sets):
+                hits = [c for c in sample if (c.ext if case_sensitive else c.ext.lower()) in wanted]
+                if len(hits) > 1:
+                    warnings.warn(f"{_OP}: sample {_key(sample)!r} of {path!r} has several components "
+                                  f"for output {j} ({[c.name or c.ext for c in hits]}); using the first",
+                                  stacklevel=2)
+                picks.append(hits[0] if hits else None)
+            if None in picks and missing != "empty" and missing != "":
+                if missing == "skip":
+                    continue
+                j = picks.index(None)
+                raise RuntimeError(f"{_OP}: sample {_key(sample)!r} of {path!r} has no component for output {j} "
+                                   f"(extensions {a['ext'][j]!r}); its files: {[c.name or c.ext for c in sample]} "
+                                   f"(missing_component_behavior='error')")
+            sample_file.append(f)
+            for j, c in enumerate(picks):
+                if c is not None and c.size % dtypes[j].itemsize:
+                    raise RuntimeError(f"{_OP}: component {c.name or c.ext!r} of {path!r} has {c.size} bytes, "
+                                       f"not a multiple of the {dtypes[j].itemsize}-byte dtype {dtypes[j]} of "
+                                       f"output {j}")
+            offsets.append([c.offset if c else 0 for c in picks])
+            sizes.append([c.size if c else 0 for c in picks])
+            sources.append([f"{path}:{c.offset}:{c.name}" if c else "" for c in picks])
+            chosen.append([c is not None for c in picks])
+    if not sample_file:
+        raise RuntimeError(f"{_OP}: no samples in {paths}" +
+                           (" (every sample lacks a component and missing_component_behavior='skip')"
+                            if missing == "skip" else ""))
+    arrays = (np.asarray(sample_file, dtype=np.int64), np.asarray(offsets, dtype=np.int64),
+              np.asarray(sizes, dtype=np.int64), np.asarray(chosen, dtype=bool))
+    for array in arrays:
+        array.flags.writeable = False
+    fingerprint = records_fingerprint(paths, np.column_stack(arrays[:3]))
+    return (paths, dtypes) + arrays + (sources, fingerprint, f"the samples of {paths} with components {list(a['ext'])}")
+
+
 class WebdatasetReader(Reader):
     """Samples listed once from index files or tar headers; per sample and output, the chosen file's
     position, so a batch is a few coalesced range reads handed out as views."""
@@ -27,91 +117,14 @@ class WebdatasetReader(Reader):
     def __init__(self, node, build):
         super().__init__(node, build)
         a = self.args
-        paths = list(a["paths"])
-        ext_sets = [self._ext_set(e) for e in a["ext"]]
-        index_paths = list(a["index_paths"]) if a["index_paths"] is not None else None
-        if index_paths is not None and len(index_paths) != len(paths):
-            raise OpArgumentError(f"{_OP}: 'paths' has {len(paths)} archives but 'index_paths' has {len(index_paths)}; "
-                                  f"give one index per archive")
-        dtypes = self._dtypes(a["dtypes"], len(ext_sets))
-        missing = a["missing_component_behavior"]
-
-        # Per sample: its archive and, per output, the index of the matching component (-1: none).
-        sample_file, chosen, offsets, sizes, sources = [], [], [], [], []
-        for f, path in enumerate(paths):
-            samples = self._samples(path, index_paths[f] if index_paths else None)
-            for sample in samples:
-                picks = []
-                for j, wanted in enumerate(ext_sets):
-                    hits = [c for c in sample if (c.ext if a["case_sensitive_extensions"] else c.ext.lower()) in wanted]
-                    if len(hits) > 1:
-                        warnings.warn(f"{_OP}: sample {_key(sample)!r} of {path!r} has several components "
-                                      f"for output {j} ({[c.name or c.ext for c in hits]}); using the first",
-                                      stacklevel=2)
-                    picks.append(hits[0] if hits else None)
-                if None in picks and missing != "empty" and missing != "":
-                    if missing == "skip":
-                        continue
-                    j = picks.index(None)
-                    raise RuntimeError(f"{_OP}: sample {_key(sample)!r} of {path!r} has no component for output {j} "
-                                       f"(extensions {a['ext'][j]!r}); its files: {[c.name or c.ext for c in sample]} "
-                                       f"(missing_component_behavior='error')")
-                sample_file.append(f)
-                for j, c in enumerate(picks):
-                    if c is not None and c.size % dtypes[j].itemsize:
-                        raise RuntimeError(f"{_OP}: component {c.name or c.ext!r} of {path!r} has {c.size} bytes, "
-                                           f"not a multiple of the {dtypes[j].itemsize}-byte dtype {dtypes[j]} of "
-                                           f"output {j}")
-                offsets.append([c.offset if c else 0 for c in picks])
-                sizes.append([c.size if c else 0 for c in picks])
-                sources.append([f"{path}:{c.offset}:{c.name}" if c else "" for c in picks])
-                chosen.append([c is not None for c in picks])
-        if not sample_file:
-            raise RuntimeError(f"{_OP}: no samples in {paths}" +
-                               (" (every sample lacks a component and missing_component_behavior='skip')"
-                                if missing == "skip" else ""))
-        self.paths = paths
-        self.dtypes = dtypes
-        self.sample_file = np.asarray(sample_file, dtype=np.int64)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-        self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.present = np.asarray(chosen, dtype=bool)
-        #: Each sample's source_info per output, as DALI gives it: "<archive>:<offset>:<member name>".
-        self.sources = sources
+        key = ("readers.webdataset",) + tuple(frozen(a[name]) for name in _LISTING_ARGS)
+        #: sources: each sample's source_info per output, as DALI gives it: "<archive>:<offset>:<member name>".
+        (self.paths, self.dtypes, self.sample_file, self.offsets, self.sizes, self.present, self.sources,
+         self.listing, self.listing_source) = listing(key, lambda: _list_samples(a))
         #: Local archives memory-mapped unless dont_use_mmap (see ranges.read_ranges).
-        self._maps = map_local_files(paths, a["dont_use_mmap"])
-        self.num_samples = len(sample_file)
-        self.listing = records_fingerprint(paths, np.column_stack([self.sample_file, self.offsets, self.sizes]))
-        self.listing_source = f"the samples of {paths} with components {list(a['ext'])}"
+        self._maps = map_local_files(self.paths, a["dont_use_mmap"])
+        self.num_samples = len(self.sample_file)
         self._init_sampling(a["shuffle_after_epoch"], a["shuffle_after_epoch_seed"])
-
-    def _ext_set(self, entry: str) -> frozenset[str]:
-        exts = [e for e in entry.split(";") if e]
-        if not exts:
-            raise OpArgumentError(f"{_OP}: argument 'ext' has an empty extension set {entry!r}")
-        return frozenset(exts if self.args["case_sensitive_extensions"] else (e.lower() for e in exts))
-
-    @staticmethod
-    def _dtypes(dtypes, outputs: int) -> list[np.dtype]:
-        if dtypes is None:
-            return [np.dtype(np.uint8)] * outputs
-        dtypes = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]
-        if len(dtypes) != outputs:
-            raise OpArgumentError(f"{_OP}: 'dtypes' has {len(dtypes)} entries but 'ext' defines {outputs} outputs")
-        return [np.dtype(to_numpy_type(to_dali_type(d))) for d in dtypes]
-
-    @staticmethod
-    def _samples(path: str, index_path: str | None) -> list[list[wds_index.Component]]:
-        if not storage.isfile(path):
-            raise FileNotFoundError(f"{_OP}: archive {path!r} does not exist")
-        if index_path is None:
-            return wds_index.group_samples(wds_index.scan_tar(path))
-        if not storage.isfile(index_path):
-            raise FileNotFoundError(f"{_OP}: index file {index_path!r} (for {path!r}) does not exist; create it with "
-                                    f"`python -m jaxdali.tools.wds2idx {path} {index_path}` or leave index_paths "
-                                    f"unset to scan the archive")
-        text = storage.read_file(index_path).decode("utf-8", errors="replace")
-        return wds_index.parse_index(text, f"{_OP}: index {index_path!r}", storage.file_size(path))
 
     def load(self, ctx, indices):
         n = len(indices)
