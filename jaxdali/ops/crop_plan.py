@@ -213,7 +213,7 @@ def requested_crop(op: str, args, i: int) -> tuple[int | None, int | None, int |
 
 
 def _crop_size(op: str, name: str, value: float, i: int) -> int:
-    if int(value) <= 0:
+    if not value >= 1:  # sizes are truncated (DALI); NaN included
         raise ValueError(f"fn.{op}: argument '{name}' must be >= 1 for sample {i}, got {value}")
     return int(value)
 
@@ -229,11 +229,13 @@ def requested_crops(op: str, args, n: int) -> np.ndarray:
     for k, name in enumerate(("crop_d", "crop_h", "crop_w")):
         if args.given(name):
             values = args.per_sample(name, np.float64).reshape(n)
-            sizes = values.astype(np.int64)  # truncated, as int()
-            bad = np.flatnonzero(sizes <= 0)
+            bad = np.flatnonzero(~((values >= 1) & (values < 2 ** 31)))  # NaN included
             if bad.size:
-                _crop_size(op, name, float(values[bad[0]]), int(bad[0]))
-            out[:, k] = sizes
+                i = int(bad[0])
+                if values[i] >= 2 ** 31:
+                    raise ValueError(f"fn.{op}: argument '{name}' is too large for sample {i}: {values[i]}")
+                _crop_size(op, name, float(values[i]), i)  # raises, as for one sample
+            out[:, k] = values.astype(np.int64)  # truncated, as int()
     return out
 
 

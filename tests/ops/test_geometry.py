@@ -11,7 +11,7 @@ import pytest
 
 from jaxdali import fn, types
 from jaxdali.ops.convert import convert
-from jaxdali.ops.crop_plan import WindowOutOfBounds, crop_anchor, crop_window
+from jaxdali.ops.crop_plan import WindowOutOfBounds, crop_anchor, crop_window, crop_windows
 from jaxdali.ops.schema import OpArgumentError
 from tests.run_once import fed, run_once
 
@@ -74,6 +74,40 @@ def test_crop_window_depth_uses_d_then_f_and_is_ignored_otherwise():
     assert crop_window((6, 5, 5, 2), "FHWC", (2, 3, 3), (0.5,) * 3, "round", "error") == ((2, 1, 1, 0), (2, 3, 3, 2))
     assert crop_window((4, 5, 6, 1), "DHWC", (2, 3, 3), (1.0, 0.5, 0.5), "round", "error")[0] == (2, 1, 2, 0)
     assert crop_window((5, 5, 3), "HWC", (2, 3, 3), (0.5,) * 3, "round", "error") == ((1, 1, 0), (3, 3, 3))
+
+
+def _crop_args(batch_size: int, per_sample: dict, **constants):
+    from jaxdali.ops.operator import ArgValues
+    from jaxdali.tensors import TensorListCPU
+
+    defaults = dict(crop=None, crop_d=None, crop_h=None, crop_w=None, crop_pos_x=0.5, crop_pos_y=0.5, crop_pos_z=0.5,
+                    rounding="round", out_of_bounds_policy="error")
+    tensors = {name: TensorListCPU([np.float32(v) for v in values]) for name, values in per_sample.items()}
+    return ArgValues("crop", defaults | constants, tensors, batch_size)
+
+
+def test_crop_windows_of_a_batch_are_each_samples_window():
+    gen = np.random.default_rng(3)
+    shapes = [(int(h), int(w), 3) for h, w in gen.integers(4, 40, (30, 2))]
+    pos_x, crop_h = gen.random(30), gen.integers(1, 50, 30).astype(float) + 0.7
+    for policy in ("pad", "trim_to_shape"):
+        args = _crop_args(30, {"crop_pos_x": pos_x, "crop_h": crop_h}, crop_w=5.0, out_of_bounds_policy=policy)
+        expected = [crop_window(shape, "HWC", (None, int(crop_h[i]), 5), (0.5, 0.5, np.float32(pos_x[i])), "round",
+                                policy) for i, shape in enumerate(shapes)]
+        assert crop_windows("crop", args, shapes, "HWC") == expected
+    args = _crop_args(30, {"crop_pos_x": pos_x, "crop_h": crop_h}, crop_w=5.0)
+    first_out = next(i for i, shape in enumerate(shapes) if int(crop_h[i]) > shape[0])
+    with pytest.raises(WindowOutOfBounds, match=f"fn.crop: sample {first_out}: Slice can't be placed"):
+        crop_windows("crop", args, shapes, "HWC")
+
+
+@pytest.mark.parametrize("bad, message", [(0.5, "must be >= 1 for sample 1, got 0.5"),
+                                          (float("nan"), "must be >= 1 for sample 1, got nan"),
+                                          (1e30, "is too large for sample 1")])
+def test_per_sample_crop_sizes_are_checked_naming_argument_and_sample(bad, message):
+    args = _crop_args(2, {"crop_h": [3.0, bad]}, crop_w=2.0)
+    with pytest.raises(ValueError, match=f"fn.crop: argument 'crop_h' {message}"):
+        crop_windows("crop", args, [(8, 8, 3), (8, 8, 3)], "HWC")
 
 
 # -- dtype conversion (shared by crop, cast, crop_mirror_normalize) ---------------------------------------
