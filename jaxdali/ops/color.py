@@ -172,7 +172,6 @@ class CropMirrorNormalize(LayoutAware, Operator):
         n = len(x)
         in_layout, out_layout, perm = self._layouts(x.layout(), x.ndim())
         c_axis, w_axis = in_layout.index("C"), in_layout.index("W")
-        policy = args["out_of_bounds_policy"]
         per_sample_std = args.is_per_sample("std")
         windows = crop_windows(self.op, args, x.shape(), in_layout, x.source_info)
         params, shapes = [], []

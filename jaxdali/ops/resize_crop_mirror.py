@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxdali.ops.crop_plan import CROP_ARGS, check_crop_args, crop_anchor, crop_positions, requested_crop
+from jaxdali.ops.crop_plan import CROP_ARGS, check_crop_args, crop_anchor, crop_positions, requested_crops
 from jaxdali.ops.resize import RESIZE, Resize, resample_filters, resample_batch
 from jaxdali.ops.schema import Arg, OpSchema, register
 from jaxdali.tensors import TensorListCPU
@@ -49,12 +49,12 @@ class ResizeCropMirror(Resize):
         images, layout, out_size, lo, hi, dtype, _ = self._geometry(inputs, args)
         axes_letters = [layout.layout[a] for a in layout.axes]
         pos_zyx = crop_positions(self.op, args, n)
-        requested = [requested_crop(self.op, args, i) for i in range(n)]
+        requested = requested_crops(self.op, args, n)  # -1: the axis is not cropped
         crop_size = out_size.copy()
         anchor = np.zeros_like(out_size)
         for k, letter in enumerate(axes_letters):
             slot = "DHW".index(letter)
-            crop_size[:, k] = [out_size[i, k] if r[slot] is None else r[slot] for i, r in enumerate(requested)]
+            crop_size[:, k] = np.where(requested[:, slot] < 0, out_size[:, k], requested[:, slot])
             anchor[:, k] = crop_anchor(pos_zyx[:, slot], out_size[:, k], crop_size[:, k], args["rounding"])
         step = (hi - lo) / np.maximum(out_size, 1)
         new_lo, new_hi = lo + anchor * step, lo + (anchor + crop_size) * step
