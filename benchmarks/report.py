@@ -104,27 +104,37 @@ def _import_pss(records: list[dict]) -> str:
     return f"{statistics.median(values):.0f}" if values else "—"
 
 
+def _paired_ratios(records: list[dict], references: list[dict]) -> str:
+    """The reference's images/s over this system's, repetition by repetition (runs of one repetition are
+    neighbours in time, so the machine's drift between repetitions cancels): median (min–max)."""
+    by_rep = {r["rep"]: r["images_per_s"] for r in references if "rep" in r}
+    ratios = [by_rep[r["rep"]] / r["images_per_s"] for r in records if r.get("rep") in by_rep]
+    return _median_range(ratios, ".2f")
+
+
 def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]:
     lines = [
         f"**{PIPELINE_TITLES.get(pipeline, pipeline)}**",
         "",
-        ("| loader | images/s, median (min–max) | jaxdali ÷ this | CPU % | images per CPU-second "
-         "| time to first batch, s | import, s | PSS after imports, MB | PSS, MB |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ("| loader | images/s, median (min–max) | jaxdali ÷ this | same, per repetition | CPU % "
+         "| images per CPU-second | time to first batch, s | import, s | PSS after imports, MB | PSS, MB |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    reference = median_rate(groups.get((pipeline, REFERENCE), []))
+    references = [r for r in groups.get((pipeline, REFERENCE), []) if "error" not in r]
+    reference = median_rate(references)
     systems = [s for s in ORDER if (pipeline, s) in groups]
     systems += sorted(s for p, s in groups if p == pipeline and s not in ORDER and s != "raw")
     for system in systems:
         records = groups[(pipeline, system)]
         ok = [r for r in records if "error" not in r]
         if not ok:
-            lines.append(f"| {system} | failed: {records[0]['error'].splitlines()[-1][:100]} | | | | | | | |")
+            lines.append(f"| {system} | failed: {records[0]['error'].splitlines()[-1][:100]} | | | | | | | | |")
             continue
         rate = median_rate(ok)
         ratio = f"{reference / rate:.2f}" if reference else "—"
         lines.append(
             f"| {label(ok[0])} | {_median_range([r['images_per_s'] for r in ok], '.0f')} | {ratio} "
+            f"| {_paired_ratios(ok, references)} "
             f"| {statistics.median(r['cpu_percent'] for r in ok):.0f} "
             f"| {_per_cpu_second(ok)} "
             f"| {_median_range([r['ttfb_s'] for r in ok], '.2f')} "
@@ -136,14 +146,14 @@ def throughput_table(pipeline: str, groups: dict, raw: dict | None) -> list[str]
         t = raw["threads"]
         lines.append(f"| raw work ({raw['best_decoder']} full decode + crop + resize), {t} × one-thread rate "
                      f"| {_median_range(raw['sum_images_per_s_all'], '.0f')} | {ratio(raw['sum_images_per_s'])} "
-                     f"| {100 * t} | {raw['one_thread_images_per_s']:.0f} | | | | |")
+                     f"| | {100 * t} | {raw['one_thread_images_per_s']:.0f} | | | | |")
         lines.append(f"| raw work, same, measured on {t} threads "
                      f"| {_median_range(raw['measured_images_per_s_all'], '.0f')} "
-                     f"| {ratio(raw['measured_images_per_s'])} | | | | | | |")
+                     f"| {ratio(raw['measured_images_per_s'])} | | | | | | | |")
         if raw.get("one_thread_region_images_per_s"):
             region = raw["one_thread_region_images_per_s"]
             lines.append(f"| raw work, decoding only the crop window (nvimgcodec) + crop + resize, {t} × one-thread "
-                         f"rate | {t * region:.0f} | {ratio(t * region)} | {100 * t} | {region:.0f} | | | | |")
+                         f"rate | {t * region:.0f} | {ratio(t * region)} | | {100 * t} | {region:.0f} | | | | |")
     return lines
 
 
