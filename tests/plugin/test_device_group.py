@@ -203,3 +203,46 @@ def test_a_pipeline_that_checks_its_outputs_runs_its_own_program_beside_the_grou
         it.close()
     for images, (want, _) in zip(got, _alone(2, 2, seed=4)):
         np.testing.assert_array_equal(images, want)
+
+
+class _Host:
+    """A host output as ``PendingOutputs`` holds it (``dense()``)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def dense(self):
+        return self.array
+
+
+def test_placed_outputs_go_to_their_devices_aliasing_only_operator_owned_buffers():
+    """On CPU devices the group places every pipeline's host output with one call: each device gets
+    its pipeline's array, in place where the pipeline owns the buffer, as a copy otherwise (the
+    caller may still write to it), and outputs of different shapes are placed one by one."""
+    from jaxdali.core.buffers import owned_empty
+
+    devices = jax.devices()[:DEVICES]
+    group = device_group.DeviceGroup(devices)
+    owned = []
+    for k in range(DEVICES):
+        array = owned_empty((BATCH, 1), np.int32)
+        array[:] = k
+        owned.append(array)
+    placed = group._place_output([("place", _Host(a), True, "labels") for a in owned])
+    for k, (array, device) in enumerate(zip(placed, devices)):
+        assert array.devices() == {device} and array.shape == (BATCH, 1)
+        np.testing.assert_array_equal(np.asarray(array), np.full((BATCH, 1), k, np.int32))
+        assert array.unsafe_buffer_pointer() == owned[k].ctypes.data
+
+    borrowed = [np.full((BATCH, 1), k, np.int32) for k in range(DEVICES)]
+    placed = group._place_output([("place", _Host(a), True, "labels") for a in borrowed])
+    for array in borrowed:
+        array[:] = -1
+    for k, array in enumerate(placed):
+        np.testing.assert_array_equal(np.asarray(array), np.full((BATCH, 1), k, np.int32))
+
+    ragged = [np.full((k + 1,), k, np.int64) for k in range(DEVICES)]
+    placed = group._place_output([("place", _Host(a), False, "labels") for a in ragged])
+    for k, (array, device) in enumerate(zip(placed, devices)):
+        assert array.devices() == {device} and array.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(array), np.full((k + 1,), k, np.int32))
