@@ -109,7 +109,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="worker threads (DALI, jaxdali, Grain) or processes (PyTorch) (default: the cores)")
     parser.add_argument("--warmup", type=int, default=8, help="batches before the timed loop (default: 8)")
-    parser.add_argument("--batches", type=int, default=24, help="timed batches per repetition (default: 24)")
+    parser.add_argument("--batches", type=int, default=64,
+                        help="timed batches per repetition (default: 64, about 3 s: long enough for the load "
+                             "swings of a shared machine to average out within a repetition)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before a child is stopped")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw per-image work measurement")
