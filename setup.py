@@ -1,7 +1,8 @@
 """Build of jaxdali's compiled kernels; everything else about the package is in pyproject.toml.
 
-The kernels (resize; protobuf record parsing) are optional: where they cannot be compiled (no C compiler,
-no Python headers), the build says so and goes on, and jaxdali runs its NumPy paths (same values, slower).
+The kernels (resize; normalisation; protobuf record parsing; FITS Rice decoding) are optional: where they
+cannot be compiled (no C compiler, no Python headers), the build says so and goes on, and jaxdali runs its
+NumPy paths (same values, slower).
 On Python >= 3.11 the kernels use the stable ABI, so one wheel serves every later CPython (abi3).
 """
 
@@ -16,10 +17,12 @@ from setuptools.errors import CCompilerError, ExecError, PlatformError
 KERNEL_SOURCE = "jaxdali/ops/_resample_kernel.c"
 PROTOWIRE_SOURCE = "jaxdali/ops/readers/_protowire_kernel.c"
 RICE_SOURCE = "jaxdali/ops/readers/_rice_kernel.c"
+NORMALIZE_SOURCE = "jaxdali/ops/_normalize_kernel.c"
 #: What each kernel does, for the warning when it is not built.
 PURPOSE = {"jaxdali.ops._resample_kernel": "resize kernel",
            "jaxdali.ops.readers._protowire_kernel": "protobuf parser of Caffe/Caffe2 LMDB records",
-           "jaxdali.ops.readers._rice_kernel": "Rice decoder of tile-compressed FITS images"}
+           "jaxdali.ops.readers._rice_kernel": "Rice decoder of tile-compressed FITS images",
+           "jaxdali.ops._normalize_kernel": "normalisation kernel of crop_mirror_normalize and normalize"}
 LIMITED_API = sys.version_info >= (3, 11) and not hasattr(sys, "gettotalrefcount")  # no abi3 for debug builds
 
 
@@ -81,6 +84,7 @@ setup(
         kernel("jaxdali.ops._resample_kernel", KERNEL_SOURCE),
         kernel("jaxdali.ops.readers._protowire_kernel", PROTOWIRE_SOURCE),
         kernel("jaxdali.ops.readers._rice_kernel", RICE_SOURCE),
+        kernel("jaxdali.ops._normalize_kernel", NORMALIZE_SOURCE),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED_API else {},

@@ -14,21 +14,22 @@ __all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
 
 
 def runtime_info() -> dict[str, str]:
-    """What this installation runs: jaxdali's version, the resize, protobuf-parsing, FITS Rice and decode paths (and why;
-    ``mixed_decode``: where ``device="mixed"`` decoders decode for device 0, ``gpu`` or ``host``),
-    nvImageCodec's version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info``
+    """What this installation runs: jaxdali's version, the resize, normalisation, protobuf-parsing, FITS Rice and decode
+    paths (and why; ``mixed_decode``: where ``device="mixed"`` decoders decode for device 0, ``gpu`` or
+    ``host``), nvImageCodec's version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info``
     prints it)."""
     import importlib.metadata
 
     import jax
 
     import jaxdali
-    from jaxdali.ops import decoders, gpu_decode, resample
+    from jaxdali.ops import decoders, gpu_decode, image_kernels, resample
     from jaxdali.ops.readers import fits_tiles, protowire
 
     path, reason = resample.kernel_status()
     parser, parser_reason = protowire.parser_status()
     rice, rice_reason = fits_tiles.decoder_status()
+    normalize, normalize_reason = image_kernels.normalize_kernel_status()
     backend, why = decoders.backend_status()
     decode_place, decode_place_reason = gpu_decode.decode_status(None)
     try:
@@ -44,6 +45,8 @@ def runtime_info() -> dict[str, str]:
         "protobuf_parser_reason": parser_reason,
         "rice_decoder": rice,
         "rice_decoder_reason": rice_reason,
+        "normalize": normalize,
+        "normalize_reason": normalize_reason,
         "decoder": backend,
         "decoder_reason": why,
         "mixed_decode": decode_place,

@@ -4,7 +4,7 @@ import numpy as np
 
 import jaxdali
 from jaxdali import config, fn, pipeline_def
-from jaxdali.ops import decoders, resample
+from jaxdali.ops import decoders, image_kernels, resample
 from jaxdali.ops.readers import fits_tiles, protowire
 
 
@@ -16,6 +16,7 @@ def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
     assert (info["decoder"], info["decoder_reason"]) == decoders.backend_status()
     assert (info["protobuf_parser"], info["protobuf_parser_reason"]) == protowire.parser_status()
     assert (info["rice_decoder"], info["rice_decoder_reason"]) == fits_tiles.decoder_status()
+    assert (info["normalize"], info["normalize_reason"]) == image_kernels.normalize_kernel_status()
     assert info["jax_backend"] == "cpu" and info["jax_devices"].endswith("x cpu")
     saved = config.get("disable_kernel"), config.get("decoder")
     try:
@@ -26,6 +27,7 @@ def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
         assert info["protobuf_parser"] == "numpy fallback"
         assert "JAXDALI_DISABLE_KERNEL" in info["protobuf_parser_reason"]
         assert info["rice_decoder"] == "numpy fallback" and "JAXDALI_DISABLE_KERNEL" in info["rice_decoder_reason"]
+        assert info["normalize"] == "numpy fallback" and "JAXDALI_DISABLE_KERNEL" in info["normalize_reason"]
         assert info["decoder"] == "opencv" and "JAXDALI_DECODER=opencv" in info["decoder_reason"]
     finally:
         config.update("disable_kernel", saved[0])

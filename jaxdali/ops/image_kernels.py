@@ -4,7 +4,8 @@
 * crop: ``copy_window`` (host, one sample) and ``device_window`` (device, a dense batch);
 * flip: ``flipped`` (host, a view of one sample) and ``device_flip`` (device, per-sample flags);
 * normalise: ``normalize`` (``(x - offset) * factor`` in float32, host or device) and
-  ``normalize_into`` (host, written into a float32 destination).
+  ``normalize_into`` (host, written into a float32 destination; uint8 images by the compiled kernel
+  ``_normalize_kernel.c`` without the GIL where it is built, else by NumPy).
 
 The float32 operations are the same on both sides, in the same order, so host and device give the
 same bits.
@@ -12,14 +13,31 @@ same bits.
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any, Sequence
 
 import numpy as np
 
+from jaxdali.core import options
 from jaxdali.ops.crop_plan import window_slices
+from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.layouts import channel_shape
 
-__all__ = ["copy_window", "device_window", "flipped", "device_flip", "normalize", "normalize_into"]
+__all__ = ["copy_window", "device_window", "flipped", "device_flip", "normalize", "normalize_into",
+           "normalize_kernel_status"]
+
+_KERNEL, _KERNEL_REASON = load_kernel("jaxdali.ops._normalize_kernel",
+                                      pathlib.Path(__file__).with_name("_normalize_kernel.c"), "normalisation kernel")
+
+
+def normalize_kernel_status() -> tuple[str, str]:
+    """Which path ``normalize_into`` takes for uint8 images, ``"compiled kernel"`` or ``"numpy fallback"``, and
+    why."""
+    if options.get("disable_kernel"):
+        return "numpy fallback", "disabled by config 'disable_kernel' (JAXDALI_DISABLE_KERNEL)"
+    if _KERNEL is None:
+        return "numpy fallback", f"compiled kernel {_KERNEL_REASON}"
+    return "compiled kernel", _KERNEL_REASON
 
 # -- crop ------------------------------------------------------------------------------------------
 
@@ -141,6 +159,12 @@ def pixel_rows(dst: np.ndarray, src: np.ndarray, offset: np.ndarray, factor: np.
 def normalize_into(src: np.ndarray, dst: np.ndarray, offset: np.ndarray, factor: np.ndarray, c_axis: int) -> None:
     """``normalize(src, ...)`` written into the float32 array ``dst`` (of ``src``'s shape, any strides);
     ``offset`` and ``factor`` hold one value per channel (axis ``c_axis``)."""
+    if (_KERNEL is not None and src.dtype == np.uint8 and src.ndim == 3 and c_axis == 2 and dst.dtype == np.float32
+            and not options.get("disable_kernel")):
+        # One pass without the GIL, whatever dst's strides (a transposed, mirrored view of a CHW output).
+        _KERNEL.normalize(src, dst, np.ascontiguousarray(offset, np.float32).reshape(-1),
+                          np.ascontiguousarray(factor, np.float32).reshape(-1))
+        return
     rows = pixel_rows(dst, src, offset, factor, c_axis)
     if rows is not None:
         dst, src, offset, factor = rows

@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxdali import config
+from jaxdali.ops import image_kernels
 from jaxdali.ops.image_kernels import copy_window, device_flip, device_window, flipped, normalize, normalize_into
 from jaxdali.ops.layouts import allocate_batch, per_channel, resampled_dtype, sample_name
 from jaxdali.types import DALIDataType
@@ -33,6 +35,36 @@ def test_normalize_blocks_give_the_same_bits_on_host_and_device_and_in_place():
         dst = np.empty((3, 7, 9), np.float32).transpose(1, 2, 0) if planar else np.empty((7, 9, 3), np.float32)
         normalize_into(BATCH[0], dst, offset, factor, c_axis=2)
         assert np.ascontiguousarray(dst).tobytes() == host[0].tobytes()
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_compiled_normalize_gives_numpys_bits_for_every_destination_view(channels):
+    """``normalize_into`` on uint8 images (the compiled kernel where built) against NumPy's
+    ``normalize``: HWC and CHW destinations, mirrored or not, from whole images and crop views."""
+    if image_kernels.normalize_kernel_status()[0] != "compiled kernel":
+        pytest.skip(f"compiled normalisation kernel not in use: {image_kernels.normalize_kernel_status()[1]}")
+    rng = np.random.default_rng(channels)
+    image = rng.integers(0, 256, (37, 53, channels), dtype=np.uint8)
+    offset = rng.uniform(0, 255, channels).astype(np.float32)
+    factor = (1 / rng.uniform(1, 80, channels)).astype(np.float32)
+    for src in (image, image[3:30, 5:49]):  # a crop: rows and pixels not contiguous with each other
+        want = normalize(src, offset, factor)
+        h, w, c = src.shape
+        for planar in (False, True):
+            for mirror in (False, True):
+                out = np.full((c, h, w) if planar else (h, w, c), np.nan, np.float32)
+                dst = out.transpose(1, 2, 0) if planar else out
+                normalize_into(src, dst[:, ::-1] if mirror else dst, offset, factor, c_axis=2)
+                got = dst[:, ::-1] if mirror else dst
+                np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{planar=} {mirror=}")
+    saved = config.get("disable_kernel")
+    try:  # the NumPy path gives the same bits
+        config.update("disable_kernel", True)
+        dst = np.empty((channels, 37, 53), np.float32).transpose(1, 2, 0)[:, ::-1]
+        normalize_into(image, dst, offset, factor, c_axis=2)
+        np.testing.assert_array_equal(dst.view(np.uint32), normalize(image, offset, factor).view(np.uint32))
+    finally:
+        config.update("disable_kernel", saved)
 
 
 def test_crop_blocks_agree_and_fill_only_outside():
