@@ -173,16 +173,21 @@ class CropMirrorNormalize(LayoutAware, Operator):
         in_layout, out_layout, perm = self._layouts(x.layout(), x.ndim())
         c_axis, w_axis = in_layout.index("C"), in_layout.index("W")
         per_sample_std = args.is_per_sample("std")
+        per_sample = per_sample_std or args.is_per_sample("mean")
         windows = crop_windows(self.op, args, x.shape(), in_layout, x.source_info)
         params, shapes = [], []
+        shared: dict[int, tuple] = {}  # channels -> coefficients, when mean and std are the same for all
         for i, (shape, (anchor, wshape)) in enumerate(zip(x.shape(), windows)):
             channels = shape[c_axis]
-            who = sample_name(x.source_info, i)
-            mean = per_channel(self.op, "mean", args.sample_value("mean", i), channels, who)
-            if per_sample_std:
-                check_std(self.op, "std", args.sample_value("std", i), who)
-            std = per_channel(self.op, "std", args.sample_value("std", i), channels, who)
-            params.append(cmn_coefficients(mean, std, args["scale"], args["shift"]))
+            coefficients = None if per_sample else shared.get(channels)
+            if coefficients is None:
+                who = sample_name(x.source_info, i)
+                mean = per_channel(self.op, "mean", args.sample_value("mean", i), channels, who)
+                if per_sample_std:
+                    check_std(self.op, "std", args.sample_value("std", i), who)
+                std = per_channel(self.op, "std", args.sample_value("std", i), channels, who)
+                coefficients = shared[channels] = cmn_coefficients(mean, std, args["scale"], args["shift"])
+            params.append(coefficients)
             padded = list(wshape)
             padded[c_axis] = self._out_channels(channels)
             shapes.append(tuple(padded[p] for p in perm))
