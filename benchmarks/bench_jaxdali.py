@@ -8,7 +8,8 @@ iterator variant's ``--form`` is how the user writes it: ``data_iterator`` (defa
 ``jax.devices()`` (run.py sets ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` for the
 8-device rows), the same pmap-style (``data_iterator-devices``: ``devices=jax.devices()``, a leading
 device axis), or ``DALIGenericIterator`` over a pipeline left unbuilt (``generic``) or built first
-(``generic-built``), with the same sharding over one device. ``--layout``, ``--source`` and
+(``generic-built``), with the same sharding over one device, or the PyTorch adapter's
+``DALIGenericIterator`` (``torch``: host outputs as torch tensors). ``--layout``, ``--source`` and
 ``--explicit-interp`` pick the equivalent ways of writing the graph (``dali_api.graph``).
 ``--process-id``/``--num-processes``/``--coordinator`` make it one process of a multi-process run
 (``jax.distributed`` over gloo; started by ``bench_multiprocess.py``): the sharding then spans every
@@ -24,7 +25,7 @@ import time
 
 import harness
 
-FORMS = ("data_iterator", "data_iterator-devices", "generic", "generic-built")
+FORMS = ("data_iterator", "data_iterator-devices", "generic", "generic-built", "torch")
 
 
 def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> dict:
     from jaxdali import fn, pipeline_def, types
     from jaxdali.plugin.jax import DALIGenericIterator, data_iterator
 
+    if form.form == "torch":  # torch's import counts as import time, as the PyTorch row's does
+        from jaxdali.plugin.pytorch import DALIGenericIterator as TorchIterator
     imported_at = time.time()
     versions = {"jaxdali": getattr(jaxdali, "__version__", "?"), "jax": jax.__version__,
                 "jaxdali_path": os.path.dirname(jaxdali.__file__), "devices": len(jax.devices()),
@@ -70,6 +73,12 @@ def main(argv: list[str] | None = None) -> dict:
     pipe = None
 
     def make_iterator_loader():
+        if form.form == "torch":
+            torch_pipe = pipeline_def(graph, batch_size=args.batch_size, num_threads=args.threads, device_id=None,
+                                      seed=args.seed)(root=args.data)
+            next_torch = harness.endless(lambda: TorchIterator(torch_pipe, ["images", "labels"], reader_name="Reader",
+                                                               auto_reset=True))
+            return lambda: next_torch()[0]["images"]
         sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
         if form.form == "data_iterator":
             loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
@@ -104,7 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
         return lambda: pipe.run()[0]
 
     if form.variant == "iterator":
-        mode = form.form if form.form.startswith("data_iterator") else f"DALIGenericIterator ({form.form})"
+        mode = form.form if form.form.startswith("data_iterator") or form.form == "torch" else \
+            f"DALIGenericIterator ({form.form})"
         # pmap-style batches have a leading device axis: described as the global batch they hold.
         return harness.measure(args, imported_at, make_iterator_loader, system="jaxdali", mode=mode,
                                versions=versions, describe_first=lambda images: harness.describe(

@@ -28,6 +28,9 @@ def label(record: dict) -> str:
         return f"**jaxdali** {v.get('jaxdali', '')} `@data_iterator` → sharded `jax.Array`"
     if system.startswith("jaxdali-") and system != "jaxdali-run":
         form = v.get("form", "data_iterator")
+        if form == "torch":
+            return (f"jaxdali {v.get('jaxdali', '')} PyTorch adapter `DALIGenericIterator` → torch.Tensor "
+                    "(host outputs)")
         how = "`@data_iterator`" if form == "data_iterator" else "`@data_iterator(devices=...)`, pmap-style" \
             if form == "data_iterator-devices" else (
             "`DALIGenericIterator` over " + ("a built" if form == "generic-built" else "an unbuilt") + " pipeline")

@@ -85,6 +85,8 @@ FORM_SYSTEMS = {s.name: s for s in (
     System("jaxdali-files", "bench_jaxdali.py", ("--source", "files"), requires=("jax", "jaxdali")),
     System("jaxdali-file-list", "bench_jaxdali.py", ("--source", "file_list"), requires=("jax", "jaxdali")),
     System("jaxdali-interp", "bench_jaxdali.py", ("--explicit-interp",), requires=("jax", "jaxdali")),
+    # The PyTorch adapter: the same pipeline's host outputs as torch tensors (jaxdali's interpreter with torch).
+    System("jaxdali-torch", "bench_jaxdali.py", ("--form", "torch"), requires=("jax", "jaxdali", "torch")),
     # 2 local processes x 4 devices joined by jax.distributed, the same global batch: their images/s summed.
     System("jaxdali-2proc", "bench_multiprocess.py", ("--processes", "2", "--devices-per-process", "4"),
            requires=("jax", "jaxdali")),
