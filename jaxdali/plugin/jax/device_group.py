@@ -165,12 +165,15 @@ class DeviceGroup:
         if not self._on_cpu or len({(a.shape, a.dtype) for a in arrays}) != 1 or arrays[0].ndim == 0 \
                 or arrays[0].shape[0] == 0:
             return jax.device_put(arrays, self._devices, may_alias=alias)
-        whole = self._stacked(arrays, alias, concatenate=True)
+        return self._shards(self._stacked(arrays, alias, concatenate=True))
+
+    def _shards(self, array) -> list:
+        """``array``'s shard on each of the group's devices, in pipeline order."""
         position = {device: k for k, device in enumerate(self._devices)}
-        out = [None] * len(arrays)
-        for shard in whole.addressable_shards:
-            out[position[shard.device]] = shard.data
-        return out
+        shards = [None] * len(self._devices)
+        for shard in array.addressable_shards:
+            shards[position[shard.device]] = shard.data
+        return shards
 
     def _run_program(self, program, wanted: tuple[int, ...], leaves: list) -> tuple[dict[int, list], tuple]:
         """Runs ``program`` on every device's leaves; returns, per wanted ref, its array on each device,
@@ -194,12 +197,9 @@ class DeviceGroup:
         outs = fn(*leaves, *(buffer for _, buffer in donated))
         if self._recycler is not None:
             self._recycler.track(outs, leaves)
-        position = {device: k for k, device in enumerate(self._devices)}
         results = {}
         for ref, out in zip(wanted, outs):
-            shards = [None] * len(self._devices)
-            for shard in out.addressable_shards:
-                shards[position[shard.device]] = shard.data
+            shards = self._shards(out)
             note_parts(out, shards)  # the iterator's global arrays made of them keep ``out`` from reuse
             results[ref] = shards
         return results, tuple(outs)
