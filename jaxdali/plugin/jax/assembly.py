@@ -28,7 +28,7 @@ from jaxdali.pipeline.device_stage import narrow_for_jax, note_derived
 from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 __all__ = ["device_array", "host_array", "host_shape", "RowBlocks", "row_blocks", "row_sharding", "assemble_sharded",
-           "stack_pipelines", "shards_are_batches", "direct_global_array",
+           "stack_pipelines", "from_host_parts", "shards_are_batches", "direct_global_array",
            "SHAPES_DIFFER_MSG", "DEVICES_PARTLY_SHARED_MSG"]
 
 SHAPES_DIFFER_MSG = "Shards shapes have to be the same."  # E18
@@ -204,15 +204,24 @@ def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
     shape = (len(batches),) + tuple(arrays[0].shape)
     if all(d.platform == "cpu" for d in devices):
         # Without a copy: each batch's memory seen as a NumPy array (which waits for its computation)
-        # with a leading axis, placed back with aliasing; the views keep the memory alive. One call
-        # for every device: ~0.05 CPU-ms, against ~0.7 for a device_put per device and ~6 for
-        # ``array[None]``, which copies each batch into a fresh buffer (docs/performance.md).
-        views = [np.asarray(a)[None] for a in arrays]
-        stacked = jax.make_array_from_callback(shape, sharding, lambda index: views[index[0].start])
+        # with a leading axis; ~6 CPU-ms less than ``array[None]``, which copies each batch.
+        stacked = from_host_parts([np.asarray(a)[None] for a in arrays], sharding, shape)
     else:
         stacked = jax.make_array_from_single_device_arrays(shape, sharding, [a[None] for a in arrays])
     # The stack may share the memory of the pipelines' outputs: recyclers must not lend those meanwhile.
     return note_derived(arrays, stacked)
+
+
+def from_host_parts(parts: Sequence[np.ndarray], sharding, shape: tuple[int, ...]):
+    """The array of ``shape`` split along its first axis over ``sharding``'s devices (one mesh axis, in
+    the order of ``parts``), device ``k`` holding ``parts[k]``: one ``jax.make_array_from_callback`` for
+    every device, ~0.05 CPU-ms, against ~0.6 for a ``device_put`` per device and a global array of the
+    results. CPU devices use the parts' memory in place (the array keeps them alive): pass only parts
+    nothing will write to."""
+    import jax
+
+    rows = parts[0].shape[0]
+    return jax.make_array_from_callback(shape, sharding, lambda index: parts[(index[0].start or 0) // rows])
 
 
 def batch_axis_sharding(sharding, global_shape: tuple[int, ...], bs: int):

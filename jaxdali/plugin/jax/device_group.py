@@ -21,6 +21,7 @@ from jaxdali.core import options
 from jaxdali.core.buffers import is_owned
 from jaxdali.pipeline.batch import PipelineBatch
 from jaxdali.pipeline.device_stage import OutputRecycler, PendingOutputs, narrow_for_jax, note_parts
+from jaxdali.plugin.jax.assembly import from_host_parts
 from jaxdali.tensors import TensorListGPU
 
 __all__ = ["DeviceGroup"]
@@ -139,15 +140,11 @@ class DeviceGroup:
         at least one row) end to end along their first axis. Parts that may not be aliased are copied."""
         import jax
 
-        rows = parts[0].shape[0] if concatenate else 1
-        shape = (len(parts) * rows,) + parts[0].shape[1:] if concatenate else (len(parts),) + parts[0].shape
+        first = parts[0].shape
+        shape = (len(parts) * first[0],) + first[1:] if concatenate else (len(parts),) + first
         if self._on_cpu:
-            # One call for every device, over NumPy views the CPU devices may use in place: ~0.05 CPU-ms,
-            # against ~0.6 for a transfer per device and a global array made of the results.
             views = [part if alias else part.copy() for part, alias in zip(parts, may_alias)]
-            if not concatenate:
-                views = [view[None] for view in views]
-            return jax.make_array_from_callback(shape, self._sharding, lambda index: views[index[0].start // rows])
+            return from_host_parts(views if concatenate else [view[None] for view in views], self._sharding, shape)
         placed = jax.device_put(parts if concatenate else [part[None] for part in parts], self._devices,
                                 may_alias=may_alias)
         return jax.make_array_from_single_device_arrays(shape, self._sharding, placed)
