@@ -171,33 +171,69 @@ static inline void horizontal_c(float *restrict dst, const float *restrict row, 
 }
 
 /* horizontal_c for 3 or 4 channels: one 4-lane vector holds a pixel's channels, so a tap costs one
- * multiply and one add for all channels. For 3 channels each load reads one float past the pixel and
- * each store writes one float past it (overwritten by the next pixel): row and dst have one float of
- * room. Without SSE2 or NEON, four scalar lanes that the compiler may vectorise. */
+ * multiply and one add for all channels. Two output pixels at a time, so that two independent chains
+ * of adds are in flight; a tap count the compiler knows (K) unrolls the tap loop. For 3 channels each
+ * load reads one float past the pixel and each store writes one float past it (overwritten by the next
+ * pixel): row and dst have one float of room. Without SSE2 or NEON, four scalar lanes that the compiler
+ * may vectorise. */
+#if HAVE_SSE2
+typedef __m128 pixel4;
+#define PIXEL4_ZERO() _mm_setzero_ps()
+#define PIXEL4_MULADD(acc, w, p) _mm_add_ps((acc), _mm_mul_ps(_mm_set1_ps(w), _mm_loadu_ps(p)))
+#define PIXEL4_STORE(dst, v) _mm_storeu_ps((dst), (v))
+#elif HAVE_NEON
+typedef float32x4_t pixel4;
+#define PIXEL4_ZERO() vdupq_n_f32(0.0f)
+#define PIXEL4_MULADD(acc, w, p) vaddq_f32((acc), vmulq_n_f32(vld1q_f32(p), (w)))
+#define PIXEL4_STORE(dst, v) vst1q_f32((dst), (v))
+#else
+typedef struct { float v[4]; } pixel4;
+static inline pixel4 pixel4_muladd(pixel4 acc, float w, const float *p)
+{
+    for (int ch = 0; ch < 4; ch++) acc.v[ch] = acc.v[ch] + w * p[ch];
+    return acc;
+}
+#define PIXEL4_ZERO() ((pixel4){{0.0f, 0.0f, 0.0f, 0.0f}})
+#define PIXEL4_MULADD(acc, w, p) pixel4_muladd((acc), (w), (p))
+#define PIXEL4_STORE(dst, value) memcpy((dst), (value).v, sizeof((value).v))
+#endif
+
+#define HORIZONTAL_V4(K)                                                                   \
+    do {                                                                                   \
+        Py_ssize_t x = 0;                                                                  \
+        for (; x + 4 <= m; x += 4) {                                                       \
+            const int32_t *ia = t->index + x * (K), *ib = ia + (K), *ic = ib + (K), *id = ic + (K); \
+            const float *wa = t->weights + x * (K), *wb = wa + (K), *wc = wb + (K), *wd = wc + (K); \
+            pixel4 a = PIXEL4_ZERO(), b = PIXEL4_ZERO(), cc = PIXEL4_ZERO(), d = PIXEL4_ZERO(); \
+            for (Py_ssize_t j = 0; j < (K); j++) {                                         \
+                a = PIXEL4_MULADD(a, wa[j], row + (Py_ssize_t)ia[j] * c);                  \
+                b = PIXEL4_MULADD(b, wb[j], row + (Py_ssize_t)ib[j] * c);                  \
+                cc = PIXEL4_MULADD(cc, wc[j], row + (Py_ssize_t)ic[j] * c);                \
+                d = PIXEL4_MULADD(d, wd[j], row + (Py_ssize_t)id[j] * c);                  \
+            }                                                                              \
+            PIXEL4_STORE(dst + x * c, a);                                                  \
+            PIXEL4_STORE(dst + (x + 1) * c, b);                                            \
+            PIXEL4_STORE(dst + (x + 2) * c, cc);                                           \
+            PIXEL4_STORE(dst + (x + 3) * c, d);                                            \
+        }                                                                                  \
+        for (; x < m; x++) {                                                                       \
+            const int32_t *ia = t->index + x * (K);                                        \
+            const float *wa = t->weights + x * (K);                                        \
+            pixel4 a = PIXEL4_ZERO();                                                      \
+            for (Py_ssize_t j = 0; j < (K); j++) a = PIXEL4_MULADD(a, wa[j], row + (Py_ssize_t)ia[j] * c); \
+            PIXEL4_STORE(dst + x * c, a);                                                  \
+        }                                                                                  \
+    } while (0)
+
 static inline void horizontal_v4(float *restrict dst, const float *restrict row, const Taps *t, const int c)
 {
     const Py_ssize_t k = t->k, m = t->m;
-    for (Py_ssize_t x = 0; x < m; x++) {
-        const int32_t *idx = t->index + x * k;
-        const float *w = t->weights + x * k;
-#if HAVE_SSE2
-        __m128 acc = _mm_setzero_ps();
-        for (Py_ssize_t j = 0; j < k; j++)
-            acc = _mm_add_ps(acc, _mm_mul_ps(_mm_set1_ps(w[j]), _mm_loadu_ps(row + (Py_ssize_t)idx[j] * c)));
-        _mm_storeu_ps(dst + x * c, acc);
-#elif HAVE_NEON
-        float32x4_t acc = vdupq_n_f32(0.0f);
-        for (Py_ssize_t j = 0; j < k; j++)
-            acc = vaddq_f32(acc, vmulq_n_f32(vld1q_f32(row + (Py_ssize_t)idx[j] * c), w[j]));
-        vst1q_f32(dst + x * c, acc);
-#else
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (Py_ssize_t j = 0; j < k; j++) {
-            const float *p = row + (Py_ssize_t)idx[j] * c;
-            for (int ch = 0; ch < 4; ch++) acc[ch] = acc[ch] + w[j] * p[ch];
-        }
-        memcpy(dst + x * c, acc, sizeof(acc));
-#endif
+    switch (k) {
+    case 2: HORIZONTAL_V4(2); break;
+    case 3: HORIZONTAL_V4(3); break;
+    case 4: HORIZONTAL_V4(4); break;
+    case 5: HORIZONTAL_V4(5); break;
+    default: HORIZONTAL_V4(k); break;
     }
 }
 
