@@ -22,6 +22,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import harness
 
@@ -44,6 +46,41 @@ def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_known_args(argv)
 
 
+def iterator_loader(form: str, graph: Any, args: harness.ChildArgs, devices: list) -> Callable[[], Any]:
+    """``next_batch()`` (the images, ready) of the JAX iterator ``form`` (one of ``FORMS`` but torch) for the
+    pipeline ``graph`` over ``devices``; the ``DALIGenericIterator`` forms use the first device only."""
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from jaxdali import pipeline_def
+    from jaxdali.plugin.jax import DALIGenericIterator, data_iterator
+
+    settings = dict(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
+    if form == "data_iterator":
+        iterator = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
+                                 sharding=NamedSharding(Mesh(devices, ("batch",)), PartitionSpec("batch")))(**settings)
+    elif form == "data_iterator-devices":
+        iterator = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
+                                 devices=devices)(**settings)
+    elif form in ("generic", "generic-built"):
+        root = settings.pop("root")
+        generic_pipe = pipeline_def(graph, **settings)(root=root)
+        if form == "generic-built":
+            generic_pipe.build()
+        iterator = DALIGenericIterator(generic_pipe, ["images", "labels"], reader_name="Reader", auto_reset=True,
+                                       sharding=NamedSharding(Mesh(devices[:1], ("batch",)), PartitionSpec("batch")))
+    else:
+        raise ValueError(f"form must be one of {FORMS[:-1]}, got {form!r}")
+    next_raw = harness.endless(lambda: iterator)
+
+    def next_batch():
+        batch = next_raw()
+        jax.block_until_ready(batch)
+        return batch["images"]
+
+    return next_batch
+
+
 def main(argv: list[str] | None = None) -> dict:
     form, rest = parse_form(list(sys.argv[1:] if argv is None else argv))
     args = harness.parse_args(rest)
@@ -55,11 +92,8 @@ def main(argv: list[str] | None = None) -> dict:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=form.coordinator, num_processes=form.num_processes,
                                    process_id=form.process_id)
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
     import jaxdali
     from jaxdali import fn, pipeline_def, types
-    from jaxdali.plugin.jax import DALIGenericIterator, data_iterator
 
     if form.form == "torch":  # torch's import counts as import time, as the PyTorch row's does
         from jaxdali.plugin.pytorch import DALIGenericIterator as TorchIterator
@@ -79,31 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
             next_torch = harness.endless(lambda: TorchIterator(torch_pipe, ["images", "labels"], reader_name="Reader",
                                                                auto_reset=True))
             return lambda: next_torch()[0]["images"]
-        sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
-        if form.form == "data_iterator":
-            loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
-                                   sharding=sharding)
-            iterator = loader(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
-        elif form.form == "data_iterator-devices":
-            loader = data_iterator(graph, output_map=["images", "labels"], reader_name="Reader", auto_reset=True,
-                                   devices=jax.devices())
-            iterator = loader(root=args.data, batch_size=args.batch_size, num_threads=args.threads, seed=args.seed)
-        else:
-            one = NamedSharding(Mesh(jax.devices()[:1], ("batch",)), PartitionSpec("batch"))
-            generic_pipe = pipeline_def(graph, batch_size=args.batch_size, num_threads=args.threads,
-                                        seed=args.seed)(root=args.data)
-            if form.form == "generic-built":
-                generic_pipe.build()
-            iterator = DALIGenericIterator(generic_pipe, ["images", "labels"], reader_name="Reader",
-                                           auto_reset=True, sharding=one)
-        next_raw = harness.endless(lambda: iterator)
-
-        def next_batch():
-            batch = next_raw()
-            jax.block_until_ready(batch)
-            return batch["images"]
-
-        return next_batch
+        return iterator_loader(form.form, graph, args, jax.devices())
 
     def make_run_loader():
         nonlocal pipe

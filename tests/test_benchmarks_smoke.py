@@ -89,6 +89,28 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     assert "16 ImageNet-size copies" in done.stderr
 
 
+@pytest.mark.slow
+def test_forms_taking_turns_in_one_process(small_folder, tmp_path, subprocess_env):
+    """benchmarks/alternate.py: every form built in one process, one record per form with a ratio per round."""
+    out = tmp_path / "alternate"
+    forms = "1dev,8dev-pmap,1dev-hwc,generic-built"
+    done = subprocess.run(
+        [sys.executable, str(RUNNER.parent / "alternate.py"), "--data", str(small_folder), "--pipelines", "train",
+         "--forms", forms, "--rounds", "2", "--batches", "1", "--refill", "0", "--batch-size", "8", "--out", str(out)],
+        check=False, capture_output=True, text=True, timeout=300, env=subprocess_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [saved] = out.glob("alternate-*.json")
+    records = {r["form"]: r for r in json.loads(saved.read_text())["records"]}
+    assert list(records) == forms.split(",")
+    assert records["8dev-pmap"]["batch_shape"] == [8, 1, 3, 224, 224]  # 8 devices x 1 row of the global 8
+    assert records["1dev-hwc"]["batch_shape"] == [8, 224, 224, 3]
+    assert records["generic-built"]["batch_shape"] == [8, 3, 224, 224]
+    for r in records.values():
+        assert len(r["images_per_s"]) == len(r["cpu_ratio"]) == 2 and all(v > 0 for v in r["images_per_s"])
+    assert records["1dev"]["images_per_s_ratio"] == [1.0, 1.0]
+    assert done.stdout.count("| generic-built |") == 1 and "Reference form: `1dev`" in done.stdout
+
+
 def test_multiprocess_row_sums_the_local_rates():
     """bench_multiprocess.combine: each process's share of the global rate, summed; CPU and PSS summed."""
     sys.path.insert(0, str(RUNNER.parent))
