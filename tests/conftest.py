@@ -35,6 +35,16 @@ def shared_data() -> pathlib.Path:
 
 
 @pytest.fixture
+def device_stage_on_cpu(monkeypatch):
+    """crop_mirror_normalize moves into the device stage of CPU devices too, as it does for a GPU: CPU devices
+    stand in for accelerators in the device-stage tests (by default it runs on the host for a CPU device,
+    where the compiled kernel is the faster)."""
+    from jaxdali.ops.color import CropMirrorNormalize
+
+    monkeypatch.setattr(CropMirrorNormalize, "offload_to_cpu_devices", True)
+
+
+@pytest.fixture
 def subprocess_env() -> dict[str, str]:
     """The environment for a test's child Python: this checkout importable (installed or not) and no
     inherited 8-device XLA flag (a child sets up its own devices)."""

@@ -3,9 +3,11 @@
 
 * crop: ``copy_window`` (host, one sample) and ``device_window`` (device, a dense batch);
 * flip: ``flipped`` (host, a view of one sample) and ``device_flip`` (device, per-sample flags);
-* normalise: ``normalize`` (``(x - offset) * factor`` in float32, host or device) and
+* normalise: ``normalize`` (``(x - offset) * factor`` in float32, host or device),
   ``normalize_into`` (host, written into a float32 destination; uint8 images by the compiled kernel
-  ``_normalize_kernel.c`` without the GIL where it is built, else by NumPy).
+  ``_normalize_kernel.c`` without the GIL where it is built, else by NumPy) and
+  ``normalize_batch_into`` (the same for a batch of equally shaped images, mirrored per sample, in one
+  kernel call).
 
 The float32 operations are the same on both sides, in the same order, so host and device give the
 same bits.
@@ -24,7 +26,7 @@ from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.layouts import channel_shape
 
 __all__ = ["copy_window", "device_window", "flipped", "device_flip", "normalize", "normalize_into",
-           "normalize_kernel_status"]
+           "normalize_batch_into", "normalize_kernel_status"]
 
 _KERNEL, _KERNEL_REASON = load_kernel("jaxdali.ops._normalize_kernel",
                                       pathlib.Path(__file__).with_name("_normalize_kernel.c"), "normalisation kernel")
@@ -184,3 +186,18 @@ def normalize_into(src: np.ndarray, dst: np.ndarray, offset: np.ndarray, factor:
     shape[c_axis] = -1
     np.subtract(src, offset.reshape(shape), out=dst, dtype=np.float32)
     np.multiply(dst, factor.reshape(shape), out=dst)
+
+
+def normalize_batch_into(samples: Sequence[np.ndarray], dst: np.ndarray, offset: np.ndarray, factor: np.ndarray,
+                         mirror: np.ndarray | None) -> None:
+    """``normalize_into(samples[i], dst[i] (its W axis reversed where mirror[i]), ...)`` for every sample:
+    (H, W, C) uint8 images of one shape into the float32 ``dst`` (n, H, W, C), any strides (a CHW batch seen
+    in HWC order), channels last. One call of the compiled kernel for the whole batch, else sample by sample."""
+    if (_KERNEL is not None and not options.get("disable_kernel") and dst.dtype == np.float32
+            and all(s.dtype == np.uint8 for s in samples)):
+        flags = None if mirror is None else np.ascontiguousarray(mirror, np.int32)
+        _KERNEL.normalize_batch(samples, dst, np.ascontiguousarray(offset, np.float32).reshape(-1),
+                                np.ascontiguousarray(factor, np.float32).reshape(-1), flags)
+        return
+    for i, sample in enumerate(samples):
+        normalize_into(sample, flipped(dst[i], [1] if mirror is not None and mirror[i] else []), offset, factor, 2)

@@ -153,7 +153,7 @@ class Operator:
     means "not offered" (docs/architecture.md, "Layers and the operator contract"):
 
     * device stage: ``run_jax``, ``check_device_args``, ``output_layouts``, ``device_offload``,
-      ``dense_device_inputs``;
+      ``offload_to_cpu_devices``, ``dense_device_inputs``;
     * windows (a producer computes only what its only reader crops): ``output_shapes`` and
       ``run_windowed`` on the producer, ``input_windows`` on the reader;
     * sample by sample (a producer's samples are consumed as they are computed): ``sample_source`` on
@@ -184,6 +184,10 @@ class Operator:
     #: May run in the device stage of a device-output pipeline when it is a host operator whose results
     #: only feed outputs (``run_jax`` must give ``run``'s values bit for bit).
     device_offload: bool = False
+
+    #: With ``device_offload``: whether it also moves to the device stage when the device is a CPU (host
+    #: memory, so nothing is saved on the transfer); False when the host implementation is the faster.
+    offload_to_cpu_devices: bool = True
 
     #: ``dense_device_inputs(ctx, inputs, args) -> list[TensorListCPU] | None``: a dense stand-in for
     #: ragged inputs, so that an offloaded operator still runs in the device stage (None: run on the host).

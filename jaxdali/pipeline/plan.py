@@ -33,6 +33,8 @@ class RunPlan:
         outputs are delivered on a device.
       fed: ids of the host producers whose only reader consumes their samples as they are computed
         (``sample_source`` on the producer, ``run_fed`` on the reader, e.g. decoder -> resize).
+      offloadable_to_cpu: ``offloadable`` when the device is a CPU (a subset: without the operators whose
+        host implementation is the faster there, ``Operator.offload_to_cpu_devices``).
     """
 
     steps: tuple[tuple[OpNode, Operator], ...]
@@ -41,6 +43,7 @@ class RunPlan:
     windowed: Mapping[int, tuple[OpNode, Operator]]
     offloadable: frozenset[int]
     fed: frozenset[int] = frozenset()
+    offloadable_to_cpu: frozenset[int] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +72,11 @@ def plan_run(ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]
     """The plan for the built operators ``ops`` (graph order) and the pipeline ``outputs``."""
     steps, num_sources = _order(ops)
     offloadable = _offloadable(steps, outputs)
+    # ``fed`` is planned against the larger set: a producer whose reader runs on the host after all is only
+    # not fed, never fed wrongly.
     return RunPlan(steps=steps, num_sources=num_sources, release_before=_release_schedule(steps, num_sources, outputs),
                    windowed=types.MappingProxyType(window_pairs(steps, outputs)), offloadable=offloadable,
-                   fed=_fed(steps, outputs, offloadable))
+                   fed=_fed(steps, outputs, offloadable), offloadable_to_cpu=_offloadable(steps, outputs, cpu=True))
 
 
 def _order(ops: Sequence[tuple[OpNode, Operator]]) -> tuple[tuple[tuple[OpNode, Operator], ...], int]:
@@ -156,10 +161,12 @@ def _fed(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
     return frozenset(fed)
 
 
-def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> frozenset[int]:
-    """Host operators that may run in the device stage: they declare ``device_offload``, have a JAX
-    implementation, and every consumer of their outputs is a pipeline output or such an operator
-    reading it as data (arguments are read on the host, so their producers stay there)."""
+def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
+                 cpu: bool = False) -> frozenset[int]:
+    """Host operators that may run in the device stage: they declare ``device_offload`` (and, for a CPU
+    device, ``offload_to_cpu_devices``), have a JAX implementation, and every consumer of their outputs
+    is a pipeline output or such an operator reading it as data (arguments are read on the host, so
+    their producers stay there)."""
     consumers: dict[int, list] = {}
     for node, _ in steps:
         for inp in node.inputs:
@@ -169,7 +176,8 @@ def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[Dat
     output_ids = {id(n) for n in outputs}
     chosen: set[int] = set()
     for node, op in reversed(steps):
-        if node.device != "cpu" or node.schema.is_source or not op.device_offload or op.run_jax is None:
+        if node.device != "cpu" or node.schema.is_source or not op.device_offload or op.run_jax is None \
+                or (cpu and not op.offload_to_cpu_devices):
             continue
         ok = all(id(out) in output_ids or consumers.get(id(out)) for out in node.outputs)
         for out in node.outputs:

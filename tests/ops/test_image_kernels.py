@@ -9,7 +9,8 @@ import pytest
 
 from jaxdali import config
 from jaxdali.ops import image_kernels
-from jaxdali.ops.image_kernels import copy_window, device_flip, device_window, flipped, normalize, normalize_into
+from jaxdali.ops.image_kernels import (copy_window, device_flip, device_window, flipped, normalize,
+                                       normalize_batch_into, normalize_into)
 from jaxdali.ops.layouts import allocate_batch, per_channel, resampled_dtype, sample_name
 from jaxdali.types import DALIDataType
 
@@ -65,6 +66,48 @@ def test_compiled_normalize_gives_numpys_bits_for_every_destination_view(channel
         np.testing.assert_array_equal(dst.view(np.uint32), normalize(image, offset, factor).view(np.uint32))
     finally:
         config.update("disable_kernel", saved)
+
+
+@pytest.mark.parametrize("kernel", ["compiled kernel", "numpy fallback"])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_batch_normalize_gives_numpys_bits_mirroring_the_flagged_samples(channels, kernel):
+    """``normalize_batch_into``: every sample as ``normalize`` computes it, its W axis reversed where its
+    flag is set, into HWC and CHW batches; from whole images (the kernel's vectorised rows) and from
+    crops (rows that are not contiguous), with widths that are not a multiple of a vector."""
+    if kernel == "compiled kernel" and image_kernels.normalize_kernel_status()[0] != "compiled kernel":
+        pytest.skip(f"compiled normalisation kernel not in use: {image_kernels.normalize_kernel_status()[1]}")
+    rng = np.random.default_rng(channels)
+    images = rng.integers(0, 256, (5, 21, 37, channels), dtype=np.uint8)
+    offset = rng.uniform(0, 255, channels).astype(np.float32)
+    factor = (1 / rng.uniform(1, 80, channels)).astype(np.float32)
+    flags = np.array([1, 0, 1, 1, 0], np.int32)
+    saved = config.get("disable_kernel")
+    try:
+        config.update("disable_kernel", kernel == "numpy fallback")
+        for samples in (list(images), [image[2:19, 3:34] for image in images]):
+            h, w, c = samples[0].shape
+            want = np.stack([normalize(x, offset, factor)[:, ::-1] if f else normalize(x, offset, factor)
+                             for x, f in zip(samples, flags)])
+            for planar in (False, True):
+                out = np.full((5, c, h, w) if planar else (5, h, w, c), np.nan, np.float32)
+                dst = out.transpose(0, 2, 3, 1) if planar else out
+                normalize_batch_into(samples, dst, offset, factor, flags)
+                np.testing.assert_array_equal(dst.view(np.uint32), want.view(np.uint32), err_msg=f"{planar=}")
+            normalize_batch_into(samples, dst, offset, factor, None)  # no flags: nothing mirrored
+            np.testing.assert_array_equal(dst, np.stack([normalize(x, offset, factor) for x in samples]))
+    finally:
+        config.update("disable_kernel", saved)
+
+
+def test_batch_normalize_refuses_mismatched_samples():
+    if image_kernels.normalize_kernel_status()[0] != "compiled kernel":
+        pytest.skip(f"compiled normalisation kernel not in use: {image_kernels.normalize_kernel_status()[1]}")
+    one = np.zeros((4, 6, 3), np.uint8)
+    offset = factor = np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="normalize_batch"):
+        normalize_batch_into([one, one[:3]], np.empty((2, 4, 6, 3), np.float32), offset, factor, None)
+    with pytest.raises(ValueError, match="normalize_batch"):  # one flag for two samples
+        normalize_batch_into([one, one], np.empty((2, 4, 6, 3), np.float32), offset, factor, np.zeros(1, np.int32))
 
 
 def test_crop_blocks_agree_and_fill_only_outside():

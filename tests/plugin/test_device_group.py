@@ -25,8 +25,9 @@ FLOWERS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "flo
 PHOTOS = sorted(glob.glob(str(FLOWERS / "daisy" / "*.jpg")))[:32]
 DEVICES = 8
 BATCH = 2  # per device
-pytestmark = pytest.mark.skipif(len(PHOTOS) < 32 or len(jax.devices()) < DEVICES,
-                                reason=f"needs the shared photos under {FLOWERS} and {DEVICES} JAX devices")
+pytestmark = [pytest.mark.skipif(len(PHOTOS) < 32 or len(jax.devices()) < DEVICES,
+                                 reason=f"needs the shared photos under {FLOWERS} and {DEVICES} JAX devices"),
+              pytest.mark.usefixtures("device_stage_on_cpu")]
 
 
 def graph(shard_id=0, num_shards=1, mean=128.0):

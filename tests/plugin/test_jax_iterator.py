@@ -582,6 +582,7 @@ def rn50_pipe(train=True):
 
 
 @needs_flowers
+@pytest.mark.usefixtures("device_stage_on_cpu")
 def test_cpu_only_pipeline_with_a_one_device_sharding_normalises_on_that_device(monkeypatch):
     """DALIGenericIterator over a device_id=None pipeline whose outputs all go to one device works
     like data_iterator (device-output mode on that device): same values as run() on the host."""
@@ -608,6 +609,7 @@ def test_cpu_only_pipeline_with_a_one_device_sharding_normalises_on_that_device(
 
 
 @needs_flowers
+@pytest.mark.usefixtures("device_stage_on_cpu")
 @pytest.mark.parametrize("train", [True, False, "crop_decoded"], ids=["train", "val_windowed_resize", "ragged_crop"])
 def test_iterator_moves_normalisation_to_the_device_with_identical_values(train, monkeypatch):
     """The iterator puts its pipeline in device-output mode: crop_mirror_normalize (whose result only
@@ -634,6 +636,28 @@ def test_iterator_moves_normalisation_to_the_device_with_identical_values(train,
     stats = it._pipes[0].executor_statistics()
     assert stats["(device stage)"] > 0 and "(executor)" in stats
     host.close()
+
+
+@needs_flowers
+@pytest.mark.parametrize("train", [True, False], ids=["train", "val_windowed_resize"])
+def test_on_cpu_devices_normalisation_stays_on_the_host_with_the_same_values(train):
+    """On a CPU device (host memory) crop_mirror_normalize is computed by the compiled host kernel, not by
+    the device stage (without the kernel, by the device stage as for a GPU), and the iterator's arrays
+    hold run()'s values, on the device."""
+    from jaxdali.ops.image_kernels import normalize_kernel_status
+
+    host = rn50_pipe(train=train, device_id=0)
+    expected = [host.run() for _ in range(3)]
+    host.close()
+    it = DALIGenericIterator(rn50_pipe(train=train, device_id=0), ["images", "labels"], reader_name="Reader")
+    compiled = normalize_kernel_status()[0] == "compiled kernel"
+    assert it._pipes[0]._runner.offloaded_ops == ([] if compiled else ["cmn"])
+    for images, labels in expected:
+        batch = next(it)
+        assert isinstance(batch["images"], jax.Array) and batch["images"].devices() == {jax.devices()[0]}
+        np.testing.assert_array_equal(np.asarray(batch["images"]), images.as_array())
+        np.testing.assert_array_equal(np.asarray(batch["labels"]), labels.as_array())
+    it.close()
 
 
 def test_device_output_mode_keeps_argument_producers_and_shared_values_on_the_host():

@@ -15,7 +15,8 @@ from jaxdali import fn, pipeline_def, types  # noqa: E402
 from jaxdali.core import options  # noqa: E402
 from jaxdali.plugin.jax import DALIGenericIterator  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:Please set `reader_name`")  # size= is given on purpose
+pytestmark = [pytest.mark.filterwarnings("ignore:Please set `reader_name`"),  # size= is given on purpose
+              pytest.mark.usefixtures("device_stage_on_cpu")]
 
 BS, SIDE = 8, 128  # a float32 CHW batch of 1.5 MiB: large enough to be recycled
 
