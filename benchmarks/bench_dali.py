@@ -55,14 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
         sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), PartitionSpec("batch"))
         iterator = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader", auto_reset=True,
                                        sharding=sharding)
-        next_raw = harness.endless(lambda: iterator)
-
-        def next_batch():
-            batch = next_raw()
-            jax.block_until_ready(batch)
-            return batch["images"]
-
-        return next_batch
+        return harness.jax_images(iterator)
 
     def make_run_loader():
         pipe.build()

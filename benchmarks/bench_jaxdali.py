@@ -49,7 +49,6 @@ def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def iterator_loader(form: str, graph: Any, args: harness.ChildArgs, devices: list) -> Callable[[], Any]:
     """``next_batch()`` (the images, ready) of the JAX iterator ``form`` (one of ``FORMS`` but torch) for the
     pipeline ``graph`` over ``devices``; the ``DALIGenericIterator`` forms use the first device only."""
-    import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from jaxdali import pipeline_def
@@ -71,14 +70,7 @@ def iterator_loader(form: str, graph: Any, args: harness.ChildArgs, devices: lis
                                        sharding=NamedSharding(Mesh(devices[:1], ("batch",)), PartitionSpec("batch")))
     else:
         raise ValueError(f"form must be one of {FORMS[:-1]}, got {form!r}")
-    next_raw = harness.endless(lambda: iterator)
-
-    def next_batch():
-        batch = next_raw()
-        jax.block_until_ready(batch)
-        return batch["images"]
-
-    return next_batch
+    return harness.jax_images(iterator)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -240,6 +240,21 @@ def emit(result: dict) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
+def jax_images(iterator: Any) -> Callable[[], Any]:
+    """``next_batch()`` over an auto-resetting JAX iterator of ``{"images": ..., ...}`` batches: the images,
+    once every array of the batch is ready (JAX is imported only by the children that use this)."""
+    import jax
+
+    next_raw = endless(lambda: iterator)
+
+    def next_batch():
+        batch = next_raw()
+        jax.block_until_ready(batch)
+        return batch["images"]
+
+    return next_batch
+
+
 def endless(make_iterator: Callable[[], Any]) -> Callable[[], Any]:
     """``next_batch()`` over an auto-resetting DALI-style iterator, which raises StopIteration once
     at each epoch end and continues with the next epoch on the following call."""
