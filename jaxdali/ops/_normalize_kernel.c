@@ -176,11 +176,19 @@ static void interleaved_contiguous(const Job *j, const Scratch *sc)
     for (Py_ssize_t y = 0; y < j->h; y++) {
         const uint8_t *restrict s = j->src + y * j->sy;
         float *d = j->dst + y * j->dy;
-        if (j->dx == c) {
-            float *restrict e = d;
-            for (Py_ssize_t i = 0; i < n; i++) e[i] = ((float)s[i] - ot[i]) * ft[i];
+        float *restrict out = j->dx == c ? d : t; /* a mirrored row goes through the scratch row */
+        if (c == 3) { /* constant coefficients, the three channels of a pixel side by side */
+            const float o0 = j->offset[0], o1 = j->offset[1], o2 = j->offset[2];
+            const float f0 = j->factor[0], f1 = j->factor[1], f2 = j->factor[2];
+            for (Py_ssize_t x = 0; x < j->w; x++) {
+                out[3 * x] = ((float)s[3 * x] - o0) * f0;
+                out[3 * x + 1] = ((float)s[3 * x + 1] - o1) * f1;
+                out[3 * x + 2] = ((float)s[3 * x + 2] - o2) * f2;
+            }
         } else {
-            for (Py_ssize_t i = 0; i < n; i++) t[i] = ((float)s[i] - ot[i]) * ft[i];
+            for (Py_ssize_t i = 0; i < n; i++) out[i] = ((float)s[i] - ot[i]) * ft[i];
+        }
+        if (j->dx != c) {
             float *restrict e = d - (j->w - 1) * c;
             const float *restrict last = t + (j->w - 1) * c;
             if (c == 3) /* a constant pixel size: plain moves instead of a copy call per pixel */
