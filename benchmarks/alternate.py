@@ -4,8 +4,9 @@
 available to a process drifts by 10-20 % within minutes, which is more than the differences between
 forms. Here all forms are built in one process (8 simulated CPU devices; the 1-device forms use the
 first) and take turns: each round gives every form a block of ``--batches`` batches (after
-``--refill`` untimed ones that replace what it prefetched while it waited), in an order that reverses
-every other round. A form is compared with the reference form (the first) round by round, so the
+``--refill`` untimed ones that replace what it prefetched while it waited and bring the pool of
+recycled host buffers, ``jaxdali.core.buffers``, back to its steady state: the other forms'
+allocations age a waiting form's buffers out), in an order that reverses every other round. A form is compared with the reference form (the first) round by round, so the
 machine's drift, slow against one round, cancels out of the ratios.
 
 ``python benchmarks/alternate.py --data DIR [--pipelines train,val] [--forms ...] [--rounds 8]``
@@ -68,7 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"comma-separated, the first is the reference; from {','.join(FORMS)}")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--batches", type=int, default=16, help="timed batches per form and round")
-    parser.add_argument("--refill", type=int, default=3, help="untimed batches before each timed block")
+    parser.add_argument("--refill", type=int, default=8,
+                        help="untimed batches before each timed block: the prefetched batches, and the batches "
+                             "that re-fill the pool of recycled host buffers the other forms' allocations aged out")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
