@@ -660,6 +660,48 @@ def test_on_cpu_devices_normalisation_stays_on_the_host_with_the_same_values(tra
     it.close()
 
 
+@pytest.mark.parametrize("ndev", [1, 2])
+def test_host_normalised_batches_kept_or_donated_are_never_overwritten(ndev):
+    """On CPU devices the normalised batches are pooled host buffers that the arrays alias: a batch the
+    consumer keeps, and the result of a jitted step that was donated a batch, keep their values while
+    later batches are computed into recycled buffers (1.5 MiB each: large enough to be pooled)."""
+    from jaxdali.ops.image_kernels import normalize_kernel_status
+
+    side, bs = 128, 8
+
+    @pipeline_def(batch_size=bs, num_threads=2, prefetch_queue_depth=2)
+    def frames(shard_id=0):
+        def batch(i):  # sample k of iteration i: every pixel (i * bs + k + 50 * shard) % 251
+            values = (i * bs + np.arange(bs) + 50 * shard_id) % 251
+            return np.broadcast_to(values[:, None, None, None], (bs, side, side, 3)).astype(np.uint8)
+
+        images = fn.external_source(source=batch, batch=True, layout="HWC")
+        return fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", mean=[0.0], std=[1.0],
+                                        mirror=fn.random.coin_flip())
+
+    devices = jax.devices()[:ndev]
+    pipes = [frames(shard_id=s, device_id=d.id, seed=s) for s, d in enumerate(devices)]
+    sharding = NamedSharding(Mesh(devices, ("batch",)), P("batch"))
+    with pytest.warns(Warning, match="reader_name"):
+        it = DALIGenericIterator(pipes, ["images"], size=10 ** 6, sharding=sharding)
+    if normalize_kernel_status()[0] == "compiled kernel":  # else the device stage computes them, as for a GPU
+        assert all(p._runner.offloaded_ops == [] for p in pipes)
+    step = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    kept, stepped = [], []
+    for i in range(12):
+        images = next(it)["images"]
+        want = np.concatenate([np.broadcast_to(((i * bs + np.arange(bs) + 50 * s) % 251)[:, None, None, None],
+                                               (bs, 3, side, side)) for s in range(ndev)]).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(images), want)
+        if i % 2:
+            stepped.append((step(images), want + 1.0))
+        else:
+            kept.append((images, want))
+    for array, want in kept + stepped:
+        np.testing.assert_array_equal(np.asarray(array), want)
+    it.close()
+
+
 def test_device_output_mode_keeps_argument_producers_and_shared_values_on_the_host():
     """Only operators whose results feed outputs (or other moved operators) as data move: a random
     argument stays a host operator, and an operator whose result a host operator also reads stays."""
