@@ -302,6 +302,11 @@ class OutputRecycler:
     def take(self, shape: tuple, dtype) -> Any:
         """A free tracked array of ``shape`` and ``dtype`` (now the caller's, to donate), or None."""
         with self._lock:
+            # An output whose memory the consumer donated to its own computation (a jitted step with
+            # donate_argnums) is deleted: it has nothing left to lend.
+            for entry in [e for e in self._entries if e.array.is_deleted()]:
+                self._entries.remove(entry)
+                _forget(entry)
             for k, entry in enumerate(self._entries):
                 if entry.array.shape == shape and entry.array.dtype == dtype and entry.is_free():
                     del self._entries[k]

@@ -87,6 +87,22 @@ def test_batches_kept_in_any_form_are_never_overwritten(ndev):
         assert float(result) == pytest.approx(want, rel=1e-6)
 
 
+@pytest.mark.parametrize("ndev", [1, 8])
+def test_batches_the_consumer_donates_are_not_lent_again(ndev):
+    """A training step that donates its batch (``donate_argnums``) deletes the batch's memory: the program
+    must not be lent it afterwards (it raised "Array has been deleted" on the next batch)."""
+    if len(jax.devices()) < ndev:
+        pytest.skip(f"needs {ndev} devices")
+    it, _ = iterator(jax.devices()[:ndev])
+    step = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    results = []
+    for i in range(12):
+        out = step(next(it)["x"])
+        results.append((out, np.concatenate([expected(i, s) for s in range(ndev)]) + 1.0))
+    for out, want in results:
+        np.testing.assert_array_equal(np.asarray(out), want)
+
+
 def test_recycling_can_be_switched_off(monkeypatch):
     monkeypatch.setitem(options._values, "recycle_device_outputs", False)
     it, pipes = iterator(jax.devices()[:1])
