@@ -6,8 +6,9 @@ forms. Here all forms are built in one process (8 simulated CPU devices; the 1-d
 first) and take turns: each round gives every form a block of ``--batches`` batches (after
 ``--refill`` untimed ones that replace what it prefetched while it waited and bring the pool of
 recycled host buffers, ``jaxdali.core.buffers``, back to its steady state: the other forms'
-allocations age a waiting form's buffers out), in an order that reverses every other round. A form is compared with the reference form (the first) round by round, so the
-machine's drift, slow against one round, cancels out of the ratios.
+allocations age a waiting form's buffers out), in an order that reverses every other round. A form
+is compared with the reference form (the first) round by round, so the machine's drift, slow against
+one round, cancels out of the ratios.
 
 ``python benchmarks/alternate.py --data DIR [--pipelines train,val] [--forms ...] [--rounds 8]``
 

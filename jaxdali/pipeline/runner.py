@@ -105,8 +105,9 @@ class GraphRunner:
         self._device = device
         if options.get("recycle_device_outputs"):
             self._recycler = OutputRecycler()
-        offloadable = self.plan.offloadable_to_cpu if getattr(device, "platform", None) == "cpu" else self.plan.offloadable
-        self._output_mode = OutputMode(device, offloadable, finish, defer)
+        on_cpu = getattr(device, "platform", None) == "cpu"
+        self._output_mode = OutputMode(device, self.plan.offloadable_to_cpu if on_cpu else self.plan.offloadable,
+                                       finish, defer)
 
     @property
     def offloaded_ops(self) -> list[str]:
