@@ -19,7 +19,7 @@ import numpy as np
 from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away, separate_product
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, check_crop_args, crop_positions,
-                                   crop_windows, device_anchors, static_sizes, window_slices)
+                                   crop_windows, device_anchors, static_sizes)
 from jaxdali.ops.image_kernels import (copy_window, device_flip, device_window, flipped, normalize,
                                        normalize_batch_into, normalize_into, normalize_kernel_status, pixel_rows)
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, check_type, dtype_argument,
@@ -244,13 +244,12 @@ class CropMirrorNormalize(LayoutAware, Operator):
                 or per_sample or not isinstance(out, np.ndarray) or len(channels) != 1
                 or self._out_channels(min(channels)) != min(channels)):
             return None
-        regions = []
-        for sample, (anchor, size) in zip(samples, windows):
-            src_sl, _, outside = window_slices(anchor, size, sample.shape)
-            if outside:
-                return None
-            regions.append(sample[src_sl])
-        return regions
+        anchors = np.array([w[0] for w in windows], np.int64)
+        ends = anchors + np.array([w[1] for w in windows], np.int64)
+        if (anchors < 0).any() or (ends > np.asarray(x.shape(), np.int64)).any():
+            return None  # a window leaves its sample: the fill values come from the general path
+        return [sample[a0:e0, a1:e1, a2:e2] for sample, (a0, a1, a2), (e0, e1, e2)
+                in zip(samples, anchors.tolist(), ends.tolist())]
 
     # -- device --
     @property
