@@ -67,24 +67,68 @@ typedef struct {
     Py_ssize_t lo, hi; /* the smallest and largest index: the input range these taps read */
 } Taps;
 
-/* acc[i] = (first ? 0 : acc[i]) + w * x[i] for n elements of x of type `type`. */
-#define AXPY_LOOP(CTYPE)                                                              \
-    do {                                                                              \
-        const CTYPE *x = (const CTYPE *)src;                                          \
-        if (first)                                                                    \
-            for (Py_ssize_t i = 0; i < n; i++) acc[i] = 0.0f + w * (float)x[i];       \
-        else                                                                          \
-            for (Py_ssize_t i = 0; i < n; i++) acc[i] = acc[i] + w * (float)x[i];     \
+/* acc[i] = (first ? 0 : acc[i]) + w[0] * x_0[i] + ... + w[K-1] * x_{K-1}[i] for n elements of the rows
+ * p[0..K-1] of type CTYPE, added in tap order: each element of acc is loaded and stored once per K taps
+ * (up to 4), where one pass per tap would load and store it K times. */
+#define VERTICAL_K(CTYPE, K)                                                                  \
+    do {                                                                                      \
+        const CTYPE *x0 = (const CTYPE *)p[0];                                                \
+        const CTYPE *x1 = (const CTYPE *)p[(K) > 1 ? 1 : 0];                                  \
+        const CTYPE *x2 = (const CTYPE *)p[(K) > 2 ? 2 : 0];                                  \
+        const CTYPE *x3 = (const CTYPE *)p[(K) > 3 ? 3 : 0];                                  \
+        const float w0 = w[0], w1 = w[(K) > 1 ? 1 : 0], w2 = w[(K) > 2 ? 2 : 0], w3 = w[(K) > 3 ? 3 : 0]; \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                  \
+            float a = (first ? 0.0f : acc[i]) + w0 * (float)x0[i];                            \
+            if ((K) > 1) a = a + w1 * (float)x1[i];                                           \
+            if ((K) > 2) a = a + w2 * (float)x2[i];                                           \
+            if ((K) > 3) a = a + w3 * (float)x3[i];                                           \
+            acc[i] = a;                                                                       \
+        }                                                                                     \
     } while (0)
 
+#define VERTICAL(CTYPE)                                                                       \
+    do {                                                                                      \
+        if (first) {                                                                          \
+            switch (k) {                                                                      \
+            case 1: VERTICAL_K(CTYPE, 1); break;                                              \
+            case 2: VERTICAL_K(CTYPE, 2); break;                                              \
+            case 3: VERTICAL_K(CTYPE, 3); break;                                              \
+            default: VERTICAL_K(CTYPE, 4); break;                                             \
+            }                                                                                 \
+        } else {                                                                              \
+            switch (k) {                                                                      \
+            case 1: VERTICAL_K(CTYPE, 1); break;                                              \
+            case 2: VERTICAL_K(CTYPE, 2); break;                                              \
+            case 3: VERTICAL_K(CTYPE, 3); break;                                              \
+            default: VERTICAL_K(CTYPE, 4); break;                                             \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
+
+/* The step of a vertical pass for k (1 to 4) taps: see VERTICAL_K. `first` is tested outside the loops
+ * (the two branches are the same code, each with `first` known). */
 VECTOR_CLONES
-static void axpy(float *restrict acc, float w, const void *restrict src, int type, Py_ssize_t n, int first)
+static void vertical_step(float *restrict acc, const float *w, const void *const *p, int type, Py_ssize_t n,
+                          int k, const int first)
 {
     switch (type) {
-    case T_U8: AXPY_LOOP(uint8_t); break;
-    case T_U16: AXPY_LOOP(uint16_t); break;
-    case T_I16: AXPY_LOOP(int16_t); break;
-    default: AXPY_LOOP(float); break;
+    case T_U8: VERTICAL(uint8_t); break;
+    case T_U16: VERTICAL(uint16_t); break;
+    case T_I16: VERTICAL(int16_t); break;
+    default: VERTICAL(float); break;
+    }
+}
+
+/* acc = the k taps (weights `w`, rows `index`: row r at base + (r - first_row) * stride + offset bytes)
+ * combined over n elements, 4 taps per step. */
+static void vertical(float *restrict acc, const int32_t *index, const float *w, Py_ssize_t k, const char *base,
+                     Py_ssize_t first_row, Py_ssize_t stride, Py_ssize_t offset, int type, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < k; j += 4) {
+        const int step = k - j < 4 ? (int)(k - j) : 4;
+        const void *p[4];
+        for (int t = 0; t < step; t++) p[t] = base + ((Py_ssize_t)index[j + t] - first_row) * stride + offset;
+        vertical_step(acc, w + j, p, type, n, step, j == 0);
     }
 }
 
@@ -267,11 +311,8 @@ static void rows_first(const Frame *f, float *buf)
     float *vrow = buf, *hrow = buf + wc + 1;
     for (Py_ssize_t y = 0; y < f->oh; y++) {
         if (f->th.m) {
-            for (Py_ssize_t j = 0; j < f->th.k; j++) {
-                const int32_t r = f->th.index[y * f->th.k + j];
-                axpy(vrow + c0, f->th.weights[y * f->th.k + j], f->src + r * f->src_stride + c0 * item,
-                     f->src_type, n, j == 0);
-            }
+            vertical(vrow + c0, f->th.index + y * f->th.k, f->th.weights + y * f->th.k, f->th.k, f->src, 0,
+                     f->src_stride, c0 * item, f->src_type, n);
         } else {
             to_float(vrow + c0, f->src + y * f->src_stride + c0 * item, f->src_type, n);
         }
@@ -298,10 +339,8 @@ static void cols_first(const Frame *f, float *buf)
     }
     for (Py_ssize_t y = 0; y < f->oh; y++) {
         if (f->th.m) {
-            for (Py_ssize_t j = 0; j < f->th.k; j++) {
-                const int32_t r = f->th.index[y * f->th.k + j];
-                axpy(acc, f->th.weights[y * f->th.k + j], block + (r - lo) * owc, T_F32, owc, j == 0);
-            }
+            vertical(acc, f->th.index + y * f->th.k, f->th.weights + y * f->th.k, f->th.k,
+                     (const char *)block, lo, owc * (Py_ssize_t)sizeof(float), 0, T_F32, owc);
             store(f->out + y * f->out_stride, f->out_type, acc, owc);
         } else {
             store(f->out + y * f->out_stride, f->out_type, block + y * owc, owc);

@@ -183,7 +183,7 @@ def channel_shape(layout: str, ndim: int, channels: int) -> tuple[int, ...]:
 
 def allocate_batch(shapes, dtype):
     """One dense (n, ...) pipeline-owned array when every sample has the same shape, else a list of arrays."""
-    shapes = [tuple(int(v) for v in s) for s in shapes]
+    shapes = [tuple(map(int, s)) for s in (shapes.tolist() if isinstance(shapes, np.ndarray) else shapes)]
     if shapes and len(set(shapes)) == 1:
         return owned_empty((len(shapes),) + shapes[0], dtype)
     return [np.empty(s, dtype) for s in shapes]

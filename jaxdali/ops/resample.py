@@ -123,7 +123,7 @@ class WindowJob:
         for k, rows in enumerate(self.keep):
             if rows is not None:
                 src = src[(slice(None),) * k + (rows,)]
-        resample_frame(src, self.taps_h, self.taps_w, out, self.order)
+        _run_kernel(src, self.taps_h, self.taps_w, out, self.order)  # window_job checked that the kernel runs
 
 
 def window_job(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], plan: ResamplePlan,
@@ -191,8 +191,11 @@ def resample_frame(src: np.ndarray, taps_h, taps_w, out: np.ndarray, order: bool
     if not _kernel_runs(src.dtype, out.dtype, src.shape[2], taps_h, taps_w):
         resample_nd(src, {a: t for a, t in enumerate((taps_h, taps_w)) if t is not None}, out)
         return
-    if order is None:
-        order = rows_first(src.shape, out.shape, taps_h, taps_w)
+    _run_kernel(src, taps_h, taps_w, out, rows_first(src.shape, out.shape, taps_h, taps_w) if order is None else order)
+
+
+def _run_kernel(src: np.ndarray, taps_h, taps_w, out: np.ndarray, order: bool) -> None:
+    """``resample_frame`` where ``_kernel_runs``: the compiled kernel, or its NumPy twin."""
     if src.strides[1:] != (src.shape[2] * src.itemsize, src.itemsize):
         src = np.ascontiguousarray(src)
     kernel = _KERNEL if _KERNEL is not None and not options.get("disable_kernel") else _resample_numpy.resample

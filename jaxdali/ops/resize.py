@@ -206,7 +206,7 @@ class Resize(Operator):
         images, layout, out_size, _, _, _, _ = self._geometry(inputs, args)
         shapes = np.array(images.shape(), np.int64).reshape(len(images), -1)
         shapes[:, list(layout.axes)] = out_size
-        return [tuple(int(v) for v in row) for row in shapes], layout.layout
+        return [tuple(row) for row in shapes.tolist()], layout.layout
 
     def run_windowed(self, ctx, inputs, args, windows):
         """``run``, returning only ``windows[i] = (anchor, shape)`` of each output sample (all of it when

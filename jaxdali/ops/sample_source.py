@@ -39,8 +39,10 @@ class SampleSource:
 
     def __init__(self, shapes: list[tuple[int, ...]], dtype: np.dtype, layout: str, source_info: list | None,
                  feed: Callable[..., None], takes_parts: bool = True):
-        zero = np.zeros((), dtype)
-        self.batch = TensorListCPU([np.broadcast_to(zero, shape) for shape in shapes], layout, source_info)
+        dtype = np.dtype(dtype)
+        zero = bytes(dtype.itemsize)  # read-only: so are the views (one element repeated, 0 strides)
+        self.batch = TensorListCPU([np.ndarray(shape, dtype, zero, 0, (0,) * len(shape)) for shape in shapes],
+                                   layout, source_info)
         self.feed = feed
         #: Whether ``feed`` computes parts of samples (else it ignores ``parts``).
         self.takes_parts = takes_parts
