@@ -63,7 +63,8 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     out = tmp_path / "results"
     systems = "jaxdali-8dev-hwc,jaxdali-8dev-pmap,jaxdali-generic-built,jaxdali-file-list,jaxdali-2proc"
     done = subprocess.run(
-        [sys.executable, str(RUNNER), "--data", str(small_folder), "--upscaled", "--systems", systems, "--no-raw",
+        [sys.executable, str(RUNNER), "--data", str(small_folder), "--upscaled", "--upscaled-quality", "97",
+         "--systems", systems, "--no-raw",
          "--pipelines", "val", "--reps", "1", "--batch-size", "8", "--warmup", "0", "--batches", "1",
          "--out", str(out)],
         check=False, capture_output=True, text=True, timeout=400, env=subprocess_env)
@@ -86,7 +87,7 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     assert two["images_per_s"] == pytest.approx(sum(two["local_images_per_s"]))
     assert "`DALIGenericIterator` over a built pipeline" in done.stdout
     assert "2 processes × 4 devices" in done.stdout
-    assert "16 ImageNet-size copies" in done.stderr
+    assert "16 ImageNet-size copies" in done.stderr and "(JPEG q97)" in done.stderr
 
 
 @pytest.mark.slow
