@@ -39,6 +39,7 @@ antialiasing applies and the window is the whole image, where it equals the LINE
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -282,6 +283,48 @@ def is_2d(axes: Sequence[int]) -> bool:
     return len(axes) == 2 and axes[1] == axes[0] + 1
 
 
+class _TapsCache:
+    """The taps of geometries that recur, kept between batches: the photos of a data set share a few sizes
+    (ImageNet's 500 x 375 and 375 x 500), so a validation resize plans each of them once. A geometry is
+    kept from its second appearance on (within a batch or across batches; the keys of the last
+    ``4 * size`` geometries seen are remembered), so random crops, all different, cost a key each and
+    churn nothing. The oldest entry goes first. Entries are compact read-only copies, so they keep no
+    batch's block of taps alive."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._entries: dict = {}
+        self._seen: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        return self._entries.get(key)
+
+    def offer(self, key, pair, repeated: bool) -> None:
+        """Keeps ``pair`` if its geometry recurs: ``repeated`` in this batch, or seen in an earlier one."""
+        with self._lock:
+            if not repeated and key not in self._seen:
+                _put_bounded(self._seen, key, None, 4 * self._size)
+                return
+            compact = tuple(None if array is None else _read_only(array.copy()) for array in pair)
+            _put_bounded(self._entries, key, compact, self._size)
+
+
+def _put_bounded(entries: dict, key, value, size: int) -> None:
+    if key not in entries and len(entries) >= size:
+        entries.pop(next(iter(entries)))
+    entries[key] = value
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+#: 512 geometries: ~2-4 MB of taps (224 outputs x 3-5 taps per axis each).
+_TAPS_CACHE = _TapsCache(512)
+
+
 def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_size: np.ndarray, lo: np.ndarray,
                   hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray, antialias: bool) -> list[ResamplePlan]:
     """The plans of a batch of samples of ``dtype`` with ``shapes`` and spatial ``axes`` (layout order).
@@ -289,7 +332,8 @@ def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_
     ``out_size``, ``lo``, ``hi``: (n, d) output extents and source windows (see ``resize_geometry``);
     ``min_f``, ``mag_f``: (n,) filters for axes that shrink (source step > 1) and for the others.
     Decisions (identity axes, filter per axis, the OpenCV path) are made with array operations, and
-    the taps of all samples that share a filter are computed together, each distinct geometry once.
+    the taps of all samples that share a filter are computed together, each distinct geometry once
+    (recurring geometries once per process: ``_TapsCache``).
     """
     n = len(shapes)
     axes = list(axes)
@@ -321,21 +365,29 @@ def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_
             rows = np.stack([in_ext[group, ai], out_size[group, ai], lo[group, ai], hi[group, ai]], axis=1).tolist()
             first_seen: dict = {}
             which = [first_seen.setdefault(tuple(row), len(first_seen)) for row in rows]
-            distinct = np.array(list(first_seen), np.float64).reshape(-1, 4)
-            spec = FILTERS[DALIInterpType(int(f))]
-            step = np.abs(distinct[:, 3] - distinct[:, 2]) / distinct[:, 1]
-            k = np.maximum(1.0, step) if antialias else np.ones(len(distinct))
-            count = np.maximum(1, np.ceil(2 * spec.radius * k)).astype(np.int64)
-            planned: list = [None] * len(distinct)
-            for kk in np.unique(count):
-                sub = np.flatnonzero(count == kk)
-                result = axis_taps(DALIInterpType(int(f)), distinct[sub, 0], distinct[sub, 1].astype(np.int64),
-                                   distinct[sub, 2], distinct[sub, 3], antialias, accumulate=a != axes[-1])
-                for u, pair in zip(sub.tolist(), result):
-                    for array in pair:
-                        if array is not None:
-                            array.flags.writeable = False
-                    planned[u] = pair
+            accumulate = a != axes[-1]
+            geometries = list(first_seen)
+            keys = [(int(f), bool(antialias), accumulate) + row for row in geometries]
+            planned: list = [_TAPS_CACHE.get(key) for key in keys]
+            missing = [u for u, pair in enumerate(planned) if pair is None]
+            if missing:
+                distinct = np.array([geometries[u] for u in missing], np.float64).reshape(-1, 4)
+                spec = FILTERS[DALIInterpType(int(f))]
+                step = np.abs(distinct[:, 3] - distinct[:, 2]) / distinct[:, 1]
+                k = np.maximum(1.0, step) if antialias else np.ones(len(distinct))
+                count = np.maximum(1, np.ceil(2 * spec.radius * k)).astype(np.int64)
+                repeats = np.bincount(which, minlength=len(keys))
+                for kk in np.unique(count):
+                    sub = np.flatnonzero(count == kk)
+                    result = axis_taps(DALIInterpType(int(f)), distinct[sub, 0], distinct[sub, 1].astype(np.int64),
+                                       distinct[sub, 2], distinct[sub, 3], antialias, accumulate=accumulate)
+                    for s, pair in zip(sub.tolist(), result):
+                        u = missing[s]
+                        for array in pair:
+                            if array is not None:
+                                array.flags.writeable = False
+                        planned[u] = pair
+                        _TAPS_CACHE.offer(keys[u], pair, repeated=repeats[u] > 1)
             for i, u in zip(group.tolist(), which):
                 taps[i][a] = planned[u]
     return [ResamplePlan({} if cv2_linear[i] else taps[i], cv2_linear=bool(cv2_linear[i])) for i in range(n)]

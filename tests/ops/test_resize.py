@@ -923,3 +923,37 @@ def test_windowed_resize_of_photos_equals_the_cut_full_resize():
         y, x = int(np.floor((f.shape[0] - 224) * 0.5 + 0.5)), int(np.floor((f.shape[1] - 224) * 0.5 + 0.5))
         np.testing.assert_array_equal(np.asarray(c), np.asarray(f)[y:y + 224, x:x + 224])
     assert RESIZE.name == "resize"
+
+
+def test_recurring_geometries_reuse_their_taps_with_the_same_values(monkeypatch):
+    """plan_resample keeps the taps of a geometry from its second appearance (in one batch or across
+    batches) and hands out equal read-only arrays; geometries seen once are only remembered."""
+    from jaxdali.ops import resample_plan as rp
+
+    cache = rp._TapsCache(4)
+    monkeypatch.setattr(rp, "_TAPS_CACHE", cache)
+    linear = int(types.DALIInterpType.INTERP_LINEAR)
+
+    def plan(heights):
+        n = len(heights)
+        shapes = np.array([[h, 500, 3] for h in heights])
+        lo, hi = np.zeros((n, 2)), shapes[:, :2].astype(np.float64)
+        return rp.plan_resample(shapes, np.uint8, (0, 1), np.array([[200, 224]] * n), lo, hi, np.full(n, linear),
+                                np.full(n, linear), True)
+
+    def kept_heights():  # the H axis's entries (accumulated positions): (filter, antialias, True, in, ...)
+        return sorted(key[3] for key in cache._entries if key[2])
+
+    fresh = plan([375, 333, 301])  # three different heights: remembered, none kept (the shared W axis is)
+    assert kept_heights() == []
+    again = plan([375, 333, 333])  # 375 comes back, 333 appears twice: both kept
+    assert kept_heights() == [333.0, 375.0]
+    for before, after in ((fresh[0], again[0]), (fresh[1], again[1]), (fresh[1], again[2])):
+        for axis in (0, 1):
+            for x, y in zip(before.taps[axis], after.taps[axis]):
+                np.testing.assert_array_equal(x, y)
+    [third] = plan([375])
+    assert third.taps[0][0] is cache.get((linear, True, True, 375.0, 200.0, 0.0, 375.0))[0]
+    assert not any(array.flags.writeable for array in third.taps[0])
+    plan([100, 100, 110, 110, 120, 120])  # more recurring geometries than it holds: the oldest go
+    assert len(cache._entries) == 4 and kept_heights() == [100.0, 110.0, 120.0]
