@@ -230,8 +230,12 @@ def stream_indices(spec: ShardSpec, start: int, count: int, orders: Orders | Non
     >>> stream_indices(spec, 0, 12).tolist()
     [0, 1, 2, 2, 2, 2, 3, 4, 5, 5, 5, 5]
     """
+    orders = _DEFAULT_ORDERS if orders is None else orders
+    located = _locate_one_epoch(spec, start, count)
+    if located is not None:  # the usual batch: one reader epoch, so one shard and consecutive positions
+        return _one_epoch_indices(spec, *located, count, orders)
     epochs, shards, positions = _locate_range(spec, start, count)
-    return _dataset_indices(spec, epochs, shards, positions, _DEFAULT_ORDERS if orders is None else orders)
+    return _dataset_indices(spec, epochs, shards, positions, orders)
 
 
 def stream_is_padding(spec: ShardSpec, start: int, count: int) -> np.ndarray:
@@ -294,6 +298,50 @@ def _locate_range(spec: ShardSpec, start: int, count: int):
     shards = ((index + 1) * s - 1) // n  # the shard holding `index`
     epochs = cycles * s + (shards - k) % s
     return epochs, shards, index - starts[shards]
+
+
+def _locate_one(spec: ShardSpec, position: int) -> tuple[int, int, int]:
+    """``_locate_range`` of one stream position, in Python integers."""
+    n, s, k = spec.num_samples, spec.num_shards, spec.shard_id
+    if spec.pad_last_batch or spec.sticks_to_shard:
+        starts = _shard_starts(n, s)
+        length = spec.padded_epoch_length if spec.pad_last_batch else int(starts[k + 1] - starts[k])
+        epoch, offset = divmod(position, length)
+        return epoch, k if spec.sticks_to_shard else (k + epoch) % s, offset
+    cycles, rest = divmod(position, n)
+    index = (k * n // s + rest) % n
+    shard = ((index + 1) * s - 1) // n
+    return cycles * s + (shard - k) % s, shard, index - shard * n // s
+
+
+def _locate_one_epoch(spec: ShardSpec, start: int, count: int) -> tuple[int, int, int] | None:
+    """(epoch, shard, first position) when stream positions ``[start, start + count)`` all lie in one
+    reader epoch (their positions then follow each other), else None."""
+    _check_int("start", start, 0)
+    _check_int("count", count, 0)
+    if count == 0:
+        return None
+    first = _locate_one(spec, int(start))
+    last = _locate_one(spec, int(start) + int(count) - 1)
+    return first if first[0] == last[0] else None
+
+
+def _one_epoch_indices(spec: ShardSpec, epoch: int, shard: int, position: int, count: int,
+                       orders: Orders) -> np.ndarray:
+    """``_dataset_indices`` of ``count`` consecutive positions from ``position`` of one reader epoch."""
+    starts = _shard_starts(spec.num_samples, spec.num_shards)
+    begin, size = int(starts[shard]), int(starts[shard + 1] - starts[shard])
+    positions = np.arange(position, position + count, dtype=np.int64)
+    if position + count > size:  # padding positions repeat the epoch's last real one
+        np.minimum(positions, size - 1, out=positions)
+    if spec.shuffle == "none":
+        return positions + begin
+    if spec.shuffle == "shard":
+        order = orders.get(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
+        fixed = orders.get(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, None, spec.num_samples)
+        return fixed[begin + order[positions]]
+    order = orders.get(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)
+    return order[begin + positions]
 
 
 def _dataset_indices(spec, epochs, shards, positions, orders: Orders) -> np.ndarray:

@@ -268,6 +268,25 @@ def test_stream_ranges_split_anywhere_give_the_same_indices(flags):
                 assert single == whole[::7].tolist()
 
 
+def test_one_epoch_ranges_take_the_scalar_path_with_the_general_paths_indices():
+    """A range inside one reader epoch (the usual batch) is located with integer arithmetic at its two
+    ends; its indices are those of the element-wise path, for every layout, padding and shuffle."""
+    rng = np.random.default_rng(7)
+    fast_ranges = 0
+    for _ in range(1500):
+        n = int(rng.integers(1, 400))
+        s = int(rng.integers(1, min(n, 9) + 1))
+        spec = ShardSpec(n, s, int(rng.integers(s)), stick_to_shard=bool(rng.random() < 0.3),
+                         pad_last_batch=bool(rng.random() < 0.5), batch_size=int(rng.integers(1, 17)),
+                         shuffle=str(rng.choice(["none", "shard", "global"])), seed=int(rng.integers(1 << 62)))
+        start, count = int(rng.integers(0, 5 * n)), int(rng.integers(0, 20))
+        epochs, shards, positions = sampling._locate_range(spec, start, count)
+        general = sampling._dataset_indices(spec, epochs, shards, positions, sampling.Orders())
+        assert stream_indices(spec, start, count).tolist() == general.tolist(), (spec, start, count)
+        fast_ranges += sampling._locate_one_epoch(spec, start, count) is not None
+    assert fast_ranges > 800  # most ranges took the scalar path
+
+
 def test_empty_range_is_empty_int64():
     got = stream_indices(ShardSpec(5), 3, 0)
     assert got.shape == (0,) and got.dtype == np.int64

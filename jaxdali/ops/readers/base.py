@@ -177,11 +177,11 @@ class Reader(Operator):
         if self._read_ahead is not None:
             return self._read_ahead.take(indices)
         out: list = [None] * len(indices)
-        fetch = self.fetch
+        fetch, wanted = self.fetch, np.asarray(indices).tolist()
 
         def read(start: int, stop: int) -> None:
             for k in range(start, stop):
-                out[k] = fetch(int(indices[k]))
+                out[k] = fetch(wanted[k])
 
         ctx.parallel_for(read, len(indices))
         return out

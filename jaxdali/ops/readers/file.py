@@ -137,7 +137,7 @@ class FileReader(Reader):
         failures = {k: c for k, c in enumerate(contents) if isinstance(c, OSError)}
         for k in failures:
             contents[k] = None  # the runner copies the replacing row here
-        names = [self.names[i] for i in indices]
+        names = [self.names[i] for i in np.asarray(indices).tolist()]
         replace_failed(ctx, failures, names, self.skip_log)
         return TensorListCPU(contents, source_info=names), TensorListCPU(self.labels[indices])
 
