@@ -76,7 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmark-results")
+    parser.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parent / "results"),
+                        help="folder for the JSON and Markdown results (default: benchmarks/results, as run.py's)")
     args = parser.parse_args(argv)
     args.pipelines = args.pipelines.split(",")
     args.forms = args.forms.split(",")
