@@ -86,27 +86,25 @@ typedef struct {
         }                                                                                     \
     } while (0)
 
+#define VERTICAL_BY_K(CTYPE)                                                                  \
+    switch (k) {                                                                              \
+    case 1: VERTICAL_K(CTYPE, 1); break;                                                      \
+    case 2: VERTICAL_K(CTYPE, 2); break;                                                      \
+    case 3: VERTICAL_K(CTYPE, 3); break;                                                      \
+    default: VERTICAL_K(CTYPE, 4); break;                                                     \
+    }
+
+/* The same loops twice, so that in each copy `first` is a constant the compiler folds. */
 #define VERTICAL(CTYPE)                                                                       \
     do {                                                                                      \
         if (first) {                                                                          \
-            switch (k) {                                                                      \
-            case 1: VERTICAL_K(CTYPE, 1); break;                                              \
-            case 2: VERTICAL_K(CTYPE, 2); break;                                              \
-            case 3: VERTICAL_K(CTYPE, 3); break;                                              \
-            default: VERTICAL_K(CTYPE, 4); break;                                             \
-            }                                                                                 \
+            VERTICAL_BY_K(CTYPE)                                                              \
         } else {                                                                              \
-            switch (k) {                                                                      \
-            case 1: VERTICAL_K(CTYPE, 1); break;                                              \
-            case 2: VERTICAL_K(CTYPE, 2); break;                                              \
-            case 3: VERTICAL_K(CTYPE, 3); break;                                              \
-            default: VERTICAL_K(CTYPE, 4); break;                                             \
-            }                                                                                 \
+            VERTICAL_BY_K(CTYPE)                                                              \
         }                                                                                     \
     } while (0)
 
-/* The step of a vertical pass for k (1 to 4) taps: see VERTICAL_K. `first` is tested outside the loops
- * (the two branches are the same code, each with `first` known). */
+/* The step of a vertical pass for k (1 to 4) taps: see VERTICAL_K. */
 VECTOR_CLONES
 static void vertical_step(float *restrict acc, const float *w, const void *const *p, int type, Py_ssize_t n,
                           int k, const int first)
