@@ -330,18 +330,11 @@ def _one_epoch_indices(spec: ShardSpec, epoch: int, shard: int, position: int, c
                        orders: Orders) -> np.ndarray:
     """``_dataset_indices`` of ``count`` consecutive positions from ``position`` of one reader epoch."""
     starts = _shard_starts(spec.num_samples, spec.num_shards)
-    begin, size = int(starts[shard]), int(starts[shard + 1] - starts[shard])
+    size = int(starts[shard + 1] - starts[shard])
     positions = np.arange(position, position + count, dtype=np.int64)
     if position + count > size:  # padding positions repeat the epoch's last real one
         np.minimum(positions, size - 1, out=positions)
-    if spec.shuffle == "none":
-        return positions + begin
-    if spec.shuffle == "shard":
-        order = orders.get(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
-        fixed = orders.get(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, None, spec.num_samples)
-        return fixed[begin + order[positions]]
-    order = orders.get(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)
-    return order[begin + positions]
+    return _epoch_indices(spec, epoch, shard, positions, orders)
 
 
 def _dataset_indices(spec, epochs, shards, positions, orders: Orders) -> np.ndarray:
@@ -354,16 +347,22 @@ def _dataset_indices(spec, epochs, shards, positions, orders: Orders) -> np.ndar
     out = np.empty_like(positions)
     for epoch in np.unique(epochs).tolist():
         here = epochs == epoch
-        shard = int(shards[here][0])  # one shard per reader epoch
-        begin, size = int(starts[shard]), int(sizes[shard])
-        if spec.shuffle == "shard":
-            order = orders.get(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
-            fixed = orders.get(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, None, spec.num_samples)
-            out[here] = fixed[begin + order[positions[here]]]
-        else:  # "global"
-            order = orders.get(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)
-            out[here] = order[begin + positions[here]]
+        out[here] = _epoch_indices(spec, epoch, int(shards[here][0]), positions[here], orders)  # one shard per epoch
     return out
+
+
+def _epoch_indices(spec: ShardSpec, epoch: int, shard: int, positions: np.ndarray, orders: Orders) -> np.ndarray:
+    """The dataset indices of ``positions`` (within the shard's size) of reader epoch ``epoch`` on ``shard``."""
+    starts = _shard_starts(spec.num_samples, spec.num_shards)
+    begin, size = int(starts[shard]), int(starts[shard + 1] - starts[shard])
+    if spec.shuffle == "none":
+        return begin + positions
+    if spec.shuffle == "shard":
+        order = orders.get(_KEY_SHARD_EPOCH, spec.seed, shard, epoch, size)
+        fixed = orders.get(_KEY_FIXED_LIST, _FIXED_LIST_SEED, 0, None, spec.num_samples)
+        return fixed[begin + order[positions]]
+    order = orders.get(_KEY_GLOBAL_EPOCH, spec.seed, 0, epoch, spec.num_samples)  # "global"
+    return order[begin + positions]
 
 
 def _permutation(kind: int, seed: int, shard: int, epoch: int, size: int) -> np.ndarray:
