@@ -145,8 +145,9 @@ def window_job(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], pl
     offset = [r[0] for r in region] if part else [0, 0]
     keep = tuple(None if t is not None else slice(region[k][0] - offset[k], region[k][0] - offset[k] + region[k][1])
                  for k, t in enumerate(taps))
-    taps = [None if t is None else (np.ascontiguousarray(t[0] - offset[k] if offset[k] else t[0]),
-                                    np.ascontiguousarray(t[1])) for k, t in enumerate(taps)]
+    # Copies (compact): a job may be kept between batches, and must not keep a batch's block of taps alive.
+    taps = [None if t is None else (t[0] - offset[k] if offset[k] else t[0].copy(), t[1].copy())
+            for k, t in enumerate(taps)]
     order = rows_first(in_shape, full_shape, plan.taps.get(axes[0]), plan.taps.get(axes[-1]))
     where = (region[0][0], region[1][0], region[0][1], region[1][1]) if part else None
     return WindowJob(where, taps[0], taps[1], keep, order)

@@ -48,7 +48,7 @@ from jaxdali.ops.convert import round_half_away
 from jaxdali.types import DALIInterpType
 
 __all__ = ["MODES", "resize_geometry", "FILTERS", "tap_sum", "axis_taps", "ResamplePlan", "plan_resample",
-           "FRAME_TYPES", "is_2d"]
+           "BoundedCache", "FRAME_TYPES", "is_2d"]
 
 #: Resize modes (DALI's ``mode`` argument).
 MODES = ("default", "stretch", "not_larger", "not_smaller")
@@ -272,10 +272,14 @@ class ResamplePlan:
         extent and window are left out.
       cv2_linear: the whole resize is OpenCV's INTER_LINEAR: every resampled axis is LINEAR, not
         widened, over the whole image (2-D frames of up to 4 channels in ``FRAME_TYPES``).
+      geometry: what the taps are a function of, per axis in ``taps`` ((axis, filter, antialias,
+        accumulated, input extent, output extent, window start, window end)): plans with equal
+        geometries have equal taps, so work planned from the taps can be reused by value.
     """
 
     taps: dict
     cv2_linear: bool = False
+    geometry: tuple = ()
 
 
 def is_2d(axes: Sequence[int]) -> bool:
@@ -283,37 +287,53 @@ def is_2d(axes: Sequence[int]) -> bool:
     return len(axes) == 2 and axes[1] == axes[0] + 1
 
 
+class BoundedCache:
+    """A dict of at most ``size`` entries shared by threads: the oldest entry goes first."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._entries: dict = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def get(self, key, default=None):
+        return self._entries.get(key, default)
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            if key not in self._entries and len(self._entries) >= self._size:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[key] = value
+
+    def keys(self) -> list:
+        return list(self._entries)
+
+
 class _TapsCache:
     """The taps of geometries that recur, kept between batches: the photos of a data set share a few sizes
     (ImageNet's 500 x 375 and 375 x 500), so a validation resize plans each of them once. A geometry is
     kept from its second appearance on (within a batch or across batches; the keys of the last
     ``4 * size`` geometries seen are remembered), so random crops, all different, cost a key each and
-    churn nothing. The oldest entry goes first. Entries are compact read-only copies, so they keep no
-    batch's block of taps alive."""
+    churn nothing. Entries are compact read-only copies, so they keep no batch's block of taps alive."""
 
     def __init__(self, size: int):
-        self._size = size
-        self._entries: dict = {}
-        self._seen: dict = {}
-        self._lock = threading.Lock()
+        self.entries = BoundedCache(size)
+        self._seen = BoundedCache(4 * size)
 
     def get(self, key):
-        return self._entries.get(key)
+        return self.entries.get(key)
 
     def offer(self, key, pair, repeated: bool) -> None:
         """Keeps ``pair`` if its geometry recurs: ``repeated`` in this batch, or seen in an earlier one."""
-        with self._lock:
-            if not repeated and key not in self._seen:
-                _put_bounded(self._seen, key, None, 4 * self._size)
-                return
-            compact = tuple(None if array is None else _read_only(array.copy()) for array in pair)
-            _put_bounded(self._entries, key, compact, self._size)
-
-
-def _put_bounded(entries: dict, key, value, size: int) -> None:
-    if key not in entries and len(entries) >= size:
-        entries.pop(next(iter(entries)))
-    entries[key] = value
+        if not repeated and key not in self._seen:
+            self._seen.put(key, None)
+            return
+        self.entries.put(key, tuple(None if array is None else _read_only(array.copy()) for array in pair))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -355,6 +375,7 @@ def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_
         cv2_linear = (np.dtype(dtype) in FRAME_TYPES) & (channels <= 4) & active.any(axis=1) & \
             (axis_ok | ~active).all(axis=1)
     taps: list[dict] = [{} for _ in range(n)]
+    geometry: list[list] = [[] for _ in range(n)]
     for ai, a in enumerate(axes):
         need = active[:, ai] & ~cv2_linear
         for f in np.unique(filt[need, ai]):
@@ -390,4 +411,6 @@ def plan_resample(shapes: np.ndarray, dtype: np.dtype, axes: Sequence[int], out_
                         _TAPS_CACHE.offer(keys[u], pair, repeated=repeats[u] > 1)
             for i, u in zip(group.tolist(), which):
                 taps[i][a] = planned[u]
-    return [ResamplePlan({} if cv2_linear[i] else taps[i], cv2_linear=bool(cv2_linear[i])) for i in range(n)]
+                geometry[i].append((a,) + keys[u])
+    return [ResamplePlan({}, cv2_linear=True) if cv2_linear[i] else ResamplePlan(taps[i], geometry=tuple(geometry[i]))
+            for i in range(n)]

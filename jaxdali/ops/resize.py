@@ -19,7 +19,7 @@ from jaxdali.ops.layouts import (SpatialLayout, allocate_batch, check_resampled_
                                  sample_name)
 from jaxdali.ops.operator import Operator
 from jaxdali.ops.resample import resample_sample, resample_window, window_job
-from jaxdali.ops.resample_plan import MODES, plan_resample, resize_geometry
+from jaxdali.ops.resample_plan import MODES, BoundedCache, plan_resample, resize_geometry
 from jaxdali.ops.sample_source import SampleSource
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
 from jaxdali.tensors import TensorListCPU
@@ -62,6 +62,11 @@ def resample_filters(op: str, args, n: int) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
+#: The window jobs of recent (input shape, resize geometry, window) combinations: the same photo sizes
+#: come back batch after batch (``resample_plan._TapsCache``).
+_WINDOW_JOBS = BoundedCache(1024)
+
+
 def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, out_size: np.ndarray,
                    lo: np.ndarray, hi: np.ndarray, min_f: np.ndarray, mag_f: np.ndarray, antialias: bool,
                    dtype: np.dtype, windows: Sequence | None = None,
@@ -82,21 +87,21 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
     # Plans (light, vectorised Python work) are made here, so the workers only run the heavy
     # NumPy/OpenCV/kernel calls, which release the GIL.
     plans = plan_resample(shapes, images.np_dtype, layout.axes, out_size, lo, hi, min_f, mag_f, antialias)
-    # Where only a window of each output is kept, the kernel's job for it, planned once per geometry (the
-    # plans share their taps between samples of one geometry); a source then computes only the part of
-    # each input the job reads (a decoder decodes just that region).
+    # Where only a window of each output is kept, the kernel's job for it, planned once per geometry and
+    # window (kept between batches: ``_WINDOW_JOBS``); a source then computes only the part of each input
+    # the job reads (a decoder decodes just that region).
     jobs: list = [None] * len(samples)
     if windows is not None:
         parts_wanted = source is not None and source.takes_parts
-        planned: dict = {}
-        for i in range(len(samples)):
-            taps = plans[i].taps
-            key = (tuple(shapes[i]), id(taps.get(layout.axes[0])), id(taps.get(layout.axes[-1])),
-                   tuple(int(v) for v in windows[i][0]), tuple(int(v) for v in windows[i][1]))
-            job = planned.get(key, planned)
-            if job is planned:
-                job = planned[key] = window_job(shapes[i], images.np_dtype, layout.axes, plans[i], np.dtype(dtype),
-                                                windows[i], out_shapes[i], parts_wanted)
+        batch_key = (images.np_dtype.str, tuple(layout.axes), np.dtype(dtype).str, parts_wanted)
+        for i, shape in enumerate(shapes.tolist()):
+            key = batch_key + (tuple(shape), plans[i].geometry, plans[i].cv2_linear,
+                               tuple(int(v) for v in windows[i][0]), tuple(int(v) for v in windows[i][1]))
+            job = _WINDOW_JOBS.get(key, _WINDOW_JOBS)
+            if job is _WINDOW_JOBS:
+                job = window_job(shapes[i], images.np_dtype, layout.axes, plans[i], np.dtype(dtype), windows[i],
+                                 out_shapes[i], parts_wanted)
+                _WINDOW_JOBS.put(key, job)
             jobs[i] = job
     parts = [job.part if job is not None else None for job in jobs]
 

@@ -909,6 +909,29 @@ def test_resize_followed_by_a_crop_computes_only_the_windows(case, monkeypatch):
     np.testing.assert_array_equal(fused.as_array(), plain.as_array())
 
 
+def test_window_jobs_are_planned_once_per_shape_geometry_and_window(monkeypatch):
+    """The kernel's job for a window is kept between batches (photo sizes recur): three batches of four
+    images of two sizes plan two jobs, and the outputs stay those of the unwindowed pipeline."""
+    from jaxdali.ops import resize as resize_module
+    from jaxdali.ops.resample_plan import BoundedCache
+    from jaxdali.pipeline import plan as plan_module
+
+    monkeypatch.setattr(resize_module, "_WINDOW_JOBS", BoundedCache(16))
+    planned = []
+    original = resize_module.window_job
+    monkeypatch.setattr(resize_module, "window_job", lambda *a, **k: planned.append(a[0]) or original(*a, **k))
+    r = np.random.RandomState(4)
+    imgs = [(r.rand(h, w, 3) * 255).astype(np.uint8) for h, w in [(60, 80), (80, 60), (60, 80), (80, 60)]]
+
+    def graph(x):
+        return fn.crop_mirror_normalize(fn.resize(x, resize_shorter=48), crop=(40, 40), dtype=types.FLOAT)
+
+    fused = run(graph, imgs, iterations=3)[0]
+    assert sorted(tuple(int(v) for v in shape) for shape in planned) == [(60, 80, 3), (80, 60, 3)]
+    monkeypatch.setattr(plan_module, "window_pairs", lambda steps, outputs: {})
+    np.testing.assert_array_equal(fused.as_array(), run(graph, imgs, iterations=3)[0].as_array())
+
+
 def test_windowed_resize_of_photos_equals_the_cut_full_resize():
     """Real photos through the fast path: windowed values are the full resize's, bit for bit."""
     from jaxdali.ops.resize import RESIZE
@@ -942,7 +965,7 @@ def test_recurring_geometries_reuse_their_taps_with_the_same_values(monkeypatch)
                                 np.full(n, linear), True)
 
     def kept_heights():  # the H axis's entries (accumulated positions): (filter, antialias, True, in, ...)
-        return sorted(key[3] for key in cache._entries if key[2])
+        return sorted(key[3] for key in cache.entries.keys() if key[2])
 
     fresh = plan([375, 333, 301])  # three different heights: remembered, none kept (the shared W axis is)
     assert kept_heights() == []
@@ -956,4 +979,4 @@ def test_recurring_geometries_reuse_their_taps_with_the_same_values(monkeypatch)
     assert third.taps[0][0] is cache.get((linear, True, True, 375.0, 200.0, 0.0, 375.0))[0]
     assert not any(array.flags.writeable for array in third.taps[0])
     plan([100, 100, 110, 110, 120, 120])  # more recurring geometries than it holds: the oldest go
-    assert len(cache._entries) == 4 and kept_heights() == [100.0, 110.0, 120.0]
+    assert len(cache.entries) == 4 and kept_heights() == [100.0, 110.0, 120.0]
