@@ -359,13 +359,16 @@ class GraphRunner:
         self._job_threads = max(1, self._num_threads // max(1, batches))
 
     def _uniform_batch_size(self, values: dict) -> int:
-        lengths = {len(v) for node, _ in self._ops[: self._num_sources] for out in node.outputs
-                   if (v := values.get(id(out))) is not None}
-        if len(lengths) > 1:
-            sizes = {node.display_name: len(values[id(out)]) for node, _ in self._ops[: self._num_sources]
-                     for out in node.outputs if id(out) in values}
+        sizes = {}
+        for node, _ in self._ops[: self._num_sources]:
+            for out in node.outputs:
+                v = values.get(id(out))
+                if v is not None:
+                    sizes[node.display_name] = len(v)
+        distinct = set(sizes.values())
+        if len(distinct) > 1:
             raise RuntimeError(f"Batch size has to be uniform across one iteration; the sources produced {sizes}")
-        return lengths.pop() if lengths else self._max_batch_size
+        return distinct.pop() if distinct else self._max_batch_size
 
     def _offload(self, node: OpNode, op: Operator, values: dict, program: DeviceProgram, ctx: RunContext) -> bool:
         """Records a host operator into the device program (device-output mode); False: run it on the host."""
