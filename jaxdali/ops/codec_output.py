@@ -117,10 +117,10 @@ class CodecOutput:
                 if end > start:
                     seen.lines = codec_lines(os.pread(self._file, end - start, start).decode("utf-8", "replace"))[0]
                 self._active -= 1
-                if end > self._passed_on:
-                    self._pass_on(end, final=self._active == 0)
                 if self._active == 0:
-                    self._restore(end)
+                    self._restore()
+                elif end > self._passed_on:
+                    self._pass_on(end, final=False)
                 if alone:
                     self._alone = False
                 self._cond.notify_all()
@@ -132,8 +132,13 @@ class CodecOutput:
         self._saved = os.dup(self._fd)
         os.dup2(self._file, self._fd)
 
-    def _restore(self, size: int) -> None:
+    def _restore(self) -> None:
+        """Points the descriptor back, then passes on what the capture file still holds: text that another
+        thread wrote until the moment the descriptor changed (measured after it, so none is lost)."""
         os.dup2(self._saved, self._fd)
+        size = os.fstat(self._file).st_size
+        if size > self._passed_on:
+            self._pass_on(size, final=True)
         os.close(self._saved)
         self._saved = -1
         if size:

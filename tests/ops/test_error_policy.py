@@ -269,3 +269,29 @@ def test_interleaved_codec_messages_of_a_batched_decode_stay_codec_messages():
             "a line of the user's own\n")
     codec, other = codec_lines(text)
     assert len(codec) == 3 and other == ["a line of the user's own\n"]
+
+
+def test_text_written_while_the_last_window_closes_reaches_the_terminal(tmp_path, monkeypatch):
+    """Another thread's text (a traceback, say) written just before the last window points the
+    descriptor back is passed on, not truncated away with the capture file (a KeyboardInterrupt's
+    "Traceback (most recent call last):" was once lost this way)."""
+    from jaxdali.ops import codec_output
+
+    terminal = os.open(tmp_path / "terminal", os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    capture = codec_output.CodecOutput(fd=terminal)
+    real_dup2 = os.dup2
+
+    def dup2_after_a_late_write(source, target):
+        if target == terminal and source != capture._file:  # pointing the descriptor back
+            os.write(terminal, b"Traceback (most recent call last):\n")
+        return real_dup2(source, target)
+
+    monkeypatch.setattr(codec_output.os, "dup2", dup2_after_a_late_write)
+    try:
+        with capture.window() as seen:
+            os.write(terminal, b"Corrupt JPEG data: 1 extraneous bytes before marker 0xd9\n")
+        os.write(terminal, b"  File \"train.py\", line 3\n")
+        assert seen.lines == ["Corrupt JPEG data: 1 extraneous bytes before marker 0xd9"]
+        assert (tmp_path / "terminal").read_text() == 'Traceback (most recent call last):\n  File "train.py", line 3\n'
+    finally:
+        os.close(terminal)
