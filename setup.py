@@ -1,6 +1,7 @@
 """Build of jaxdali's compiled kernels; everything else about the package is in pyproject.toml.
 
-The kernels (resize; normalisation; protobuf record parsing; FITS Rice decoding) are optional: where they
+The kernels (resize; normalisation; direct JPEG decoding with libjpeg-turbo; protobuf record parsing; FITS Rice
+decoding) are optional: where they
 cannot be compiled (no C compiler, no Python headers), the build says so and goes on, and jaxdali runs its
 NumPy paths (same values, slower).
 On Python >= 3.11 the kernels use the stable ABI, so one wheel serves every later CPython (abi3).
@@ -18,11 +19,13 @@ KERNEL_SOURCE = "jaxdali/ops/_resample_kernel.c"
 PROTOWIRE_SOURCE = "jaxdali/ops/readers/_protowire_kernel.c"
 RICE_SOURCE = "jaxdali/ops/readers/_rice_kernel.c"
 NORMALIZE_SOURCE = "jaxdali/ops/_normalize_kernel.c"
+JPEG_SOURCE = "jaxdali/ops/_jpeg_kernel.c"
 #: What each kernel does, for the warning when it is not built.
 PURPOSE = {"jaxdali.ops._resample_kernel": "resize kernel",
            "jaxdali.ops.readers._protowire_kernel": "protobuf parser of Caffe/Caffe2 LMDB records",
            "jaxdali.ops.readers._rice_kernel": "Rice decoder of tile-compressed FITS images",
-           "jaxdali.ops._normalize_kernel": "normalisation kernel of crop_mirror_normalize and normalize"}
+           "jaxdali.ops._normalize_kernel": "normalisation kernel of crop_mirror_normalize and normalize",
+           "jaxdali.ops._jpeg_kernel": "direct libjpeg-turbo JPEG decoder (needs libjpeg-turbo's headers)"}
 LIMITED_API = sys.version_info >= (3, 11) and not hasattr(sys, "gettotalrefcount")  # no abi3 for debug builds
 
 
@@ -67,11 +70,12 @@ class OptionalBuildExt(build_ext):
               "then reinstall, to build it.", file=sys.stderr)
 
 
-def kernel(name: str, source: str) -> Extension:
+def kernel(name: str, source: str, libraries: tuple[str, ...] = ()) -> Extension:
     """An optional extension module built from one C source, which gets the source's SHA-256 compiled in."""
     return Extension(
         name,
         [source],
+        libraries=list(libraries),
         define_macros=[("JAXDALI_KERNEL_SOURCE", "0x" + source_sha256(source))]
         + ([("Py_LIMITED_API", "0x030B0000")] if LIMITED_API else []),
         py_limited_api=LIMITED_API,
@@ -85,6 +89,7 @@ setup(
         kernel("jaxdali.ops.readers._protowire_kernel", PROTOWIRE_SOURCE),
         kernel("jaxdali.ops.readers._rice_kernel", RICE_SOURCE),
         kernel("jaxdali.ops._normalize_kernel", NORMALIZE_SOURCE),
+        kernel("jaxdali.ops._jpeg_kernel", JPEG_SOURCE, ("jpeg",)),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp311"}} if LIMITED_API else {},

@@ -14,8 +14,8 @@ __all__ = ["Option", "OPTIONS", "get", "update", "runtime_info"]
 
 
 def runtime_info() -> dict[str, str]:
-    """What this installation runs: jaxdali's version, the resize, normalisation, protobuf-parsing, FITS Rice and decode
-    paths (and why; ``mixed_decode``: where ``device="mixed"`` decoders decode for device 0, ``gpu`` or
+    """What this installation runs: jaxdali's version, the resize, normalisation, protobuf-parsing, FITS Rice, decode and
+    JPEG decode paths (and why; ``mixed_decode``: where ``device="mixed"`` decoders decode for device 0, ``gpu`` or
     ``host``), nvImageCodec's version, JAX's backend and devices. A flat ``str -> str`` dict (``python -m jaxdali info``
     prints it)."""
     import importlib.metadata
@@ -31,6 +31,7 @@ def runtime_info() -> dict[str, str]:
     rice, rice_reason = fits_tiles.decoder_status()
     normalize, normalize_reason = image_kernels.normalize_kernel_status()
     backend, why = decoders.backend_status()
+    jpeg, jpeg_reason = decoders.jpeg_status()
     decode_place, decode_place_reason = gpu_decode.decode_status(None)
     try:
         nvimgcodec = importlib.metadata.version("nvidia-nvimgcodec-cu12")
@@ -49,6 +50,8 @@ def runtime_info() -> dict[str, str]:
         "normalize_reason": normalize_reason,
         "decoder": backend,
         "decoder_reason": why,
+        "jpeg_decoder": jpeg,
+        "jpeg_decoder_reason": jpeg_reason,
         "mixed_decode": decode_place,
         "mixed_decode_reason": decode_place_reason,
         "nvimgcodec": nvimgcodec,

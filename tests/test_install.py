@@ -143,6 +143,8 @@ def test_the_wheel_is_abi3_installs_and_runs_with_its_kernel(built, reference, t
     assert "venv" in info["protobuf_parser_reason"] and info["protobuf_parser_reason"].endswith("this source"), info
     assert info["rice_decoder"] == "compiled kernel" and "venv" in info["rice_decoder_reason"], info
     assert info["normalize"] == "compiled kernel" and "venv" in info["normalize_reason"], info
+    if info["decoder"] == "nvimgcodec":
+        assert info["jpeg_decoder"] == "direct libjpeg-turbo" and "venv" in info["jpeg_decoder_reason"], info
     for a, b in zip(arrays, reference[0]):
         np.testing.assert_array_equal(a, b)
 
@@ -163,6 +165,7 @@ def test_the_sdist_installs_without_a_c_compiler_and_resizes_with_numpy(built, r
     assert info["protobuf_parser"] == "numpy fallback" and "not built" in info["protobuf_parser_reason"], info
     assert info["rice_decoder"] == "numpy fallback" and "not built" in info["rice_decoder_reason"], info
     assert info["normalize"] == "numpy fallback" and "not built" in info["normalize_reason"], info
+    assert info["jpeg_decoder"] != "direct libjpeg-turbo", info
     for a, b in zip(arrays, reference[0]):  # the NumPy path's values are the kernel's, bit for bit
         np.testing.assert_array_equal(a, b)
 

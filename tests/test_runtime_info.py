@@ -14,6 +14,7 @@ def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
     assert info["jaxdali"] == jaxdali.__version__
     assert (info["resize"], info["resize_reason"]) == resample.kernel_status()
     assert (info["decoder"], info["decoder_reason"]) == decoders.backend_status()
+    assert (info["jpeg_decoder"], info["jpeg_decoder_reason"]) == decoders.jpeg_status()
     assert (info["protobuf_parser"], info["protobuf_parser_reason"]) == protowire.parser_status()
     assert (info["rice_decoder"], info["rice_decoder_reason"]) == fits_tiles.decoder_status()
     assert (info["normalize"], info["normalize_reason"]) == image_kernels.normalize_kernel_status()
@@ -29,6 +30,7 @@ def test_runtime_info_is_a_flat_str_dict_that_follows_the_config():
         assert info["rice_decoder"] == "numpy fallback" and "JAXDALI_DISABLE_KERNEL" in info["rice_decoder_reason"]
         assert info["normalize"] == "numpy fallback" and "JAXDALI_DISABLE_KERNEL" in info["normalize_reason"]
         assert info["decoder"] == "opencv" and "JAXDALI_DECODER=opencv" in info["decoder_reason"]
+        assert info["jpeg_decoder"] == "opencv"
     finally:
         config.update("disable_kernel", saved[0])
         config.update("decoder", saved[1])

@@ -11,7 +11,8 @@ Which library decodes what (``FORMAT_DECODERS``; the same table is in docs/decod
 ==================  ==============================================================================
 format              decoder
 ==================  ==============================================================================
-JPEG                nvImageCodec, libjpeg-turbo extension
+JPEG                libjpeg-turbo, called directly (``jpeg_direct``) or through nvImageCodec's
+                    libjpeg-turbo extension: the same calls, the same pixels
 JPEG 2000           nvImageCodec, OpenCV-based extension (OpenJPEG)
 PNG                 nvImageCodec, OpenCV-based extension (libpng)
 PNM (PBM/PGM/PPM)   nvImageCodec, OpenCV-based extension
@@ -54,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from jaxdali.core import options
-from jaxdali.ops import decoders_opencv, gpu_decode, rng
+from jaxdali.ops import decoders_opencv, gpu_decode, jpeg_direct, rng
 from jaxdali.ops.codec_output import CODEC_OUTPUT
 from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop_windows
 from jaxdali.ops.error_policy import ERROR_POLICY_ARG, SkipLog, replace_failed
@@ -66,13 +67,13 @@ from jaxdali.types import DALIDataType, DALIImageType, to_numpy_type
 
 __all__ = ["CorruptImageWarning", "FORMAT_DECODERS", "ImageDecodeError", "LargeImageWarning", "IMAGE", "IMAGE_RANDOM_CROP",
            "IMAGE_DECODER", "IMAGE_DECODER_RANDOM_CROP", "backend_status", "decode_image", "decode_path",
-           "exif_orientation"]
+           "exif_orientation", "jpeg_status"]
 
 _log = logging.getLogger("jaxdali.decoders")
 
 #: Format -> library that decodes it on the host. ``decode_path(data)`` returns the entry used.
 FORMAT_DECODERS: dict[str, str] = {
-    "jpeg": "nvImageCodec (libjpeg-turbo extension)",
+    "jpeg": "libjpeg-turbo, called directly (jaxdali.ops.jpeg_direct) or by nvImageCodec's libjpeg-turbo extension",
     "jpeg2k": "nvImageCodec (OpenCV-based extension, OpenJPEG)",
     "png": "nvImageCodec (OpenCV-based extension, libpng)",
     "pnm": "nvImageCodec (OpenCV-based extension)",
@@ -332,7 +333,8 @@ class _Header:
     height: int  # stored (unrotated) size
     width: int
     orientation: int
-    stream: Any = None  # nvImageCodec CodeStream (None on the OpenCV path)
+    stream: Any = None  # nvImageCodec CodeStream (None on the OpenCV path and the direct JPEG path)
+    direct: bool = False  # a JPEG that jpeg_direct decodes (nvImageCodec where it declines)
 
 
 class ImageDecodeError(RuntimeError):
@@ -354,9 +356,26 @@ class CorruptImageWarning(UserWarning):
     1 extraneous bytes before marker 0xd9"); ``strict_decoding=True`` makes it an ImageDecodeError."""
 
 
-def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adjust: bool, limit: int) -> _Header:
+def _nvimgcodec_header(data: np.ndarray, kind: str, op: str, index: int, source: str | None) -> _Header:
+    """The header as nvImageCodec reads it (its code stream attached)."""
+    buf = memoryview(data)
+    try:
+        stream = _nvimgcodec_module().CodeStream(data)
+        return _Header(stream.codec_name, int(stream.height), int(stream.width), 1, stream)
+    except RuntimeError as e:
+        size = _webp_size(buf) if kind == "webp" else None
+        if size is None:
+            raise ImageDecodeError(
+                f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting "
+                f"{bytes(buf[:8])!r}); nvImageCodec: {e}. Supported: JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, "
+                "BMP") from None
+        return _Header("webp-opencv", size[0], size[1], 1)
+
+
+def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adjust: bool, limit: int,
+                 direct: bool = False) -> _Header:
     """The image's format, size and orientation; refuses sizes of ``limit`` pixels or more before any
-    allocation."""
+    allocation. ``direct``: a JPEG that ``jpeg_direct`` decodes gets a header for it (no code stream)."""
     buf = memoryview(data)
     if len(buf) == 0:
         raise ImageDecodeError(f"{_describe(op, index, source)}: empty (0 bytes); expected an encoded image")
@@ -372,18 +391,10 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
         raise ImageDecodeError(
             f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting {bytes(buf[:8])!r}); "
             "no JPEG, JPEG 2000, PNG, PNM, WebP, TIFF or BMP header")
+    elif direct and kind == "jpeg" and (size := jpeg_direct.jpeg_size(data)) is not None:
+        header = _Header("jpeg", size[0], size[1], 1, direct=True)
     else:
-        try:
-            stream = _nvimgcodec_module().CodeStream(data)
-            header = _Header(stream.codec_name, int(stream.height), int(stream.width), 1, stream)
-        except RuntimeError as e:
-            size = _webp_size(buf) if kind == "webp" else None
-            if size is None:
-                raise ImageDecodeError(
-                    f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting "
-                    f"{bytes(buf[:8])!r}); nvImageCodec: {e}. Supported: JPEG, JPEG 2000, PNG, PNM, WebP, TIFF, "
-                    "BMP") from None
-            header = _Header("webp-opencv", size[0], size[1], 1)
+        header = _nvimgcodec_header(data, kind, op, index, source)
     if header.path == "webp-opencv":
         _log.debug("%s: WebP that nvImageCodec rejects; decoding with OpenCV", _describe(op, index, source))
     if header.path not in FORMAT_DECODERS:
@@ -482,6 +493,49 @@ class _DecodeSpec:
     def options(self) -> str:
         return ":fast_idct=1" if self.fast_idct else ""
 
+    @property
+    def direct(self) -> bool:
+        """Whether JPEGs are decoded by ``jpeg_direct`` (RGB or BGR pixels; YCbCr is computed from RGB)."""
+        return self.output_type in _DIRECT_TYPES and jpeg_status()[0] == "direct libjpeg-turbo"
+
+
+_DIRECT_TYPES = (DALIImageType.RGB, DALIImageType.BGR, DALIImageType.YCbCr)
+
+
+@functools.cache
+def _direct_pixels_differ() -> str | None:
+    """Why ``jpeg_direct``'s pixels differ from nvImageCodec's on a generated 4:2:0 JPEG (whole and a
+    window), or None (checked once per process)."""
+    import cv2
+
+    y, x = np.mgrid[0:61, 0:83]
+    image = np.stack([(y * 4 + x) % 256, (x * 3) % 256, (y * x) % 256], axis=-1).astype(np.uint8)
+    data = np.ascontiguousarray(cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].reshape(-1))
+    spec = _DecodeSpec(DALIImageType.RGB, np.dtype(np.uint8), False)
+    header = _Header("jpeg", 61, 83, 1, _nvimgcodec_module().CodeStream(data))
+    for window in (None, (3, 21, 40, 37)):
+        expected = _decode_nvimgcodec(header, spec, _params(spec), window)
+        got = jpeg_direct.decode(data, 61, 83, window, False, False)
+        if got is None or expected is None or not np.array_equal(got, expected):
+            return (f"its pixels differ from nvImageCodec's (window {window}): this libjpeg-turbo is not the one "
+                    "nvImageCodec decodes with")
+    return None
+
+
+def jpeg_status() -> tuple[str, str]:
+    """Which path decodes JPEGs on the host, ``"direct libjpeg-turbo"`` (``jpeg_direct``) or ``"nvimgcodec"``
+    (or ``"opencv"``: ``backend_status``), and why."""
+    backend, why = backend_status()
+    if backend != "nvimgcodec":
+        return backend, why
+    kernel, why = jpeg_direct.kernel_status()
+    if kernel != "compiled kernel":
+        return "nvimgcodec", why
+    differs = _direct_pixels_differ()
+    if differs is not None:
+        return "nvimgcodec", f"compiled JPEG kernel not used: {differs}"
+    return "direct libjpeg-turbo", why
+
 
 def _params(spec: _DecodeSpec):
     if backend_status()[0] == "opencv":
@@ -542,15 +596,18 @@ def _from_unit(values: np.ndarray, target: np.dtype) -> np.ndarray:
     return np.clip(scaled, 0, top, dtype=np.float64 if top > 2 ** 24 else np.float32).astype(target)
 
 
-def _convert(img: np.ndarray, spec: _DecodeSpec) -> np.ndarray:
+def _convert(img: np.ndarray, spec: _DecodeSpec, compact: bool = True) -> np.ndarray:
     """Colour (YCbCr) and element-type conversion; values are rescaled to the type's dynamic range.
+    ``compact=False``: an image that needs no conversion may keep strided rows (each row contiguous).
 
     Computed in float32 as value * (1 / source max) * target max, rounded to nearest: for 8-bit
     sources this gives DALI's values exactly (checked for every supported type).
     """
     target = spec.dtype
-    if img.dtype == target and spec.output_type != DALIImageType.YCbCr:
-        return np.ascontiguousarray(img)  # the usual uint8 -> uint8: nothing to convert
+    if img.dtype == target and spec.output_type != DALIImageType.YCbCr:  # the usual uint8 -> uint8
+        if not compact and img.strides[0] > 0 and img.strides[1:] == (img.shape[2] * img.itemsize, img.itemsize):
+            return img
+        return np.ascontiguousarray(img)
     import cv2
 
     src_max = _range_max(img.dtype)
@@ -570,14 +627,22 @@ def _convert(img: np.ndarray, spec: _DecodeSpec) -> np.ndarray:
 
 
 def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, window, op: str, index: int,
-                source: str | None) -> np.ndarray:
-    """Decodes one image (or the oriented-image ``window`` of it) and converts it to the output type."""
+                source: str | None, compact: bool = True) -> np.ndarray:
+    """Decodes one image (or the oriented-image ``window`` of it) and converts it to the output type
+    (``compact=False``: its rows may be strided)."""
     stored_window = None
     if window is not None:
         stored_window = _to_stored_window(window, header.height, header.width, header.orientation)
-    if header.stream is None:
+    img = None
+    if header.direct:
+        img = jpeg_direct.decode(data, header.height, header.width, stored_window,
+                                 spec.output_type == DALIImageType.BGR, spec.fast_idct)
+        if img is None:  # corrupt data, or a JPEG the kernel leaves to nvImageCodec: it reports it as always
+            header = dataclasses.replace(header, direct=False,
+                                         stream=_nvimgcodec_header(data, "jpeg", op, index, source).stream)
+    if img is None and header.stream is None:
         img = decoders_opencv.decode(data, header.path.split("-")[0], spec.output_type, stored_window)
-    else:
+    elif img is None:
         img = _decode_nvimgcodec(header, spec, params, stored_window)
     if img is None:
         what = FORMAT_DECODERS[header.path]
@@ -587,7 +652,7 @@ def _decode_one(data: np.ndarray, header: _Header, spec: _DecodeSpec, params, wi
             f"{_describe(op, index, source)}: {what} could not decode this {header.width} x {header.height} "
             f"{header.path} image (corrupt or truncated data, or an unsupported variant){hint}")
     img = _orient(img, header.orientation)
-    return _convert(img, spec)
+    return _convert(img, spec, compact)
 
 
 def decode_image(data, output_type: DALIImageType = DALIImageType.RGB, source: str | None = None) -> np.ndarray:
@@ -600,7 +665,7 @@ def decode_image(data, output_type: DALIImageType = DALIImageType.RGB, source: s
         data = np.frombuffer(data, np.uint8)
     arr = _encoded(data, "decoders.image", 0, source)
     spec = _DecodeSpec(DALIImageType(output_type), np.dtype(np.uint8), False)
-    header = _read_header(arr, "decoders.image", 0, source, True, options.get("max_image_pixels"))
+    header = _read_header(arr, "decoders.image", 0, source, True, options.get("max_image_pixels"), spec.direct)
     return _decode_one(arr, header, spec, _params(spec), None, "decoders.image", 0, source)
 
 
@@ -672,6 +737,9 @@ class _BatchDecode:
         self.names = [sources[i] if i < len(sources) else None for i in range(n)]
         self.keys = ctx.sample_keys(decoder.seed) if decoder.crops else None
         self.params = _params(decoder.spec)
+        #: Whether decoded images must be C-contiguous (else their rows may be strided: a sample source's
+        #: reader reads them as they are).
+        self.compact = True
         self.out: list = [None] * n
         self.failures: dict[int, ImageDecodeError] = {}
         self.datas: dict[int, np.ndarray] = {}
@@ -690,10 +758,11 @@ class _BatchDecode:
         for i in range(start, stop):
             self.datas[i] = data = _encoded(self.samples[i], d.op, i, names[i])
             if not captured:
-                self.headers[i] = _read_header(data, d.op, i, names[i], d.adjust, d.max_pixels)
+                self.headers[i] = _read_header(data, d.op, i, names[i], d.adjust, d.max_pixels, d.direct)
                 continue
             try:
-                self.headers[i] = _captured(lambda: _read_header(data, d.op, i, names[i], d.adjust, d.max_pixels),
+                self.headers[i] = _captured(lambda: _read_header(data, d.op, i, names[i], d.adjust, d.max_pixels,
+                                                                 d.direct),
                                             _describe(d.op, i, names[i]), d.strict)
             except ImageDecodeError as e:
                 self.failed(i, e)
@@ -726,7 +795,8 @@ class _BatchDecode:
         if part is not None:
             window = part if window is None else (window[0] + part[0], window[1] + part[1], part[2], part[3])
         try:
-            return _decode_one(self.datas[i], self.headers[i], d.spec, self.params, window, d.op, i, self.names[i])
+            return _decode_one(self.datas[i], self.headers[i], d.spec, self.params, window, d.op, i, self.names[i],
+                               self.compact)
         except ImageDecodeError:
             raise
         except Exception as e:
@@ -804,6 +874,8 @@ class ImageDecoder(Operator):
         self.device_params = _device_params(self.spec) if self.device_decoder is not None else None
         # Decoding on the host (device="cpu", or "mixed" without a CUDA decoder), rows never replaced.
         self.row_wise = not self.replace and self.device_decoder is None
+        #: Whether JPEGs are decoded by ``jpeg_direct`` (on the host only: the device path needs code streams).
+        self.direct = self.device_decoder is None and self.spec.direct
 
     def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int]):
         """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators)."""
@@ -828,6 +900,7 @@ class ImageDecoder(Operator):
         if self.replace or self.device_decoder is not None or channels is None:
             return None
         job = _BatchDecode(self, ctx, inputs[0])
+        job.compact = False
         ctx.parallel_for(job.prepare_captured, job.n)
         shapes = []
         for i in range(job.n):

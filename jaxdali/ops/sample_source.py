@@ -19,7 +19,8 @@ from jaxdali.tensors import TensorListCPU
 __all__ = ["SampleSource", "Consume"]
 
 #: ``consume(i, sample)``: what the reader does with sample ``i`` (it may be called again for the same ``i``,
-#: with the same values, when the source computes a sample twice).
+#: with the same values, when the source computes a sample twice). The sample's rows may be strided (each
+#: row contiguous along its remaining axes), e.g. a window decoded from a wider block-aligned region.
 Consume = Callable[[int, np.ndarray], None]
 
 
@@ -73,5 +74,5 @@ class SampleSource:
     def materialize(self) -> TensorListCPU:
         """All samples as an ordinary batch (for a reader that cannot consume them one by one)."""
         out: list = [None] * len(self)
-        self.feed(0, len(self), out.__setitem__)
+        self.feed(0, len(self), lambda i, sample: out.__setitem__(i, np.ascontiguousarray(sample)))
         return TensorListCPU(out, self.batch.layout(), self.batch.source_info)
