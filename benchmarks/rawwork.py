@@ -1,7 +1,8 @@
 """The raw per-image work of a pipeline, as a yardstick for the loaders' throughput.
 
 All files are read into memory first. Then, on ONE thread, each available decoder (OpenCV, PIL,
-nvImageCodec's CPU backend) decodes every image in full to RGB, and OpenCV crops and resizes
+nvImageCodec's CPU backend, and jaxdali's JPEG kernel, which calls libjpeg-turbo directly) decodes every
+image in full to RGB, and OpenCV crops and resizes
 (INTER_LINEAR, the fastest filter, cropping first so only the crop is resized): train takes a
 random-resized-crop window and resizes it to 224x224; val takes the centre square that becomes the
 224x224 centre crop after a shorter-side resize to 256. Normalising to float32 CHW is timed
@@ -10,6 +11,9 @@ separately. Each step's time is the fastest of ``--passes`` passes over all imag
 ``sum_images_per_s`` = threads x the one-thread rate of the fastest decoder + crop + resize: the
 machine's practical limit for that work if threads scaled perfectly, with no reading, batching,
 scheduling or hand-over. ``measured_images_per_s`` runs the same work on ``--threads`` threads.
+Decoding only the crop window (``region_*``) takes the faster of nvImageCodec and the JPEG kernel; the
+``nvimgcodec_*`` figures are the same limits with nvImageCodec's decoders only (the yardstick before
+the kernel existed).
 
 Run by ``run.py`` with jaxdali's interpreter: ``python benchmarks/rawwork.py --pipeline train --data DIR``.
 """
@@ -50,7 +54,31 @@ def _decoders() -> dict[str, Callable[[bytes], np.ndarray]]:
         found["nvimgcodec"] = _nvimgcodec_decoder()
     except ImportError:
         pass
+    kernel = _jpeg_kernel_decoder()
+    if kernel is not None:
+        found["jaxdali-jpeg"] = kernel
     return found
+
+
+def _jpeg_kernel_decoder() -> Callable[..., np.ndarray] | None:
+    """jaxdali's JPEG kernel (libjpeg-turbo called directly, nvImageCodec's pixels), with the same
+    ``decode(data[, window])`` as ``_nvimgcodec_decoder``; None where it is not in use."""
+    try:
+        from jaxdali.ops import decoders, jpeg_direct
+    except ImportError:
+        return None
+    if decoders.jpeg_status()[0] != "direct libjpeg-turbo":
+        return None
+
+    def decode(data: bytes, window: tuple[int, int, int, int] | None = None) -> np.ndarray:
+        encoded = np.frombuffer(data, np.uint8)
+        size = jpeg_direct.jpeg_size(encoded)
+        image = None if size is None else jpeg_direct.decode(encoded, size[0], size[1], window, False, False)
+        if image is None:
+            raise ValueError("not a JPEG the kernel decodes")
+        return image
+
+    return decode
 
 
 def _nvimgcodec_decoder() -> Callable[..., np.ndarray]:
@@ -103,10 +131,10 @@ def _random_window(height: int, width: int, rng) -> tuple[int, int, int, int]:
     return (height - side) // 2, (width - side) // 2, side, side
 
 
-def _region_decode_seconds(decoders: dict, files: list[bytes], windows, passes: int) -> float | None:
-    """Seconds to decode only each image's window with nvImageCodec (None if it is not installed or
+def _region_decode_seconds(decoders: dict, name: str, files: list[bytes], windows, passes: int) -> float | None:
+    """Seconds to decode only each image's window with decoder ``name`` (None if it is not installed or
     cannot read these files)."""
-    decode = decoders.get("nvimgcodec")
+    decode = decoders.get(name)
     if decode is None:
         return None
     try:
@@ -160,23 +188,31 @@ def measure(pipeline: str, data: str, threads: int, passes: int, seed: int) -> d
     crops = [crop_resize(img, win) for img, win in zip(images, windows)]
     crop_resize_s = _best_seconds(lambda: [crop_resize(img, win) for img, win in zip(images, windows)], passes)
     normalize_s = _best_seconds(lambda: [harness_normalize(c) for c in crops], passes)
-    region = _region_decode_seconds(decoders, files, windows, passes)
+    regions = {name: _region_decode_seconds(decoders, name, files, windows, passes)
+               for name in ("nvimgcodec", "jaxdali-jpeg")}
+    regions = {name: s for name, s in regions.items() if s is not None}
+    best_region = min(regions, key=regions.get) if regions else None
+    region = regions.get(best_region)
 
-    full = decoders[best]
+    def threaded(decode: Callable, windowed: bool) -> float:
+        """Seconds for the work on ``threads`` threads (after a warm-up pass: per-thread decoders)."""
+        def one(i: int) -> None:
+            if windowed:
+                cv2.resize(decode(files[i], windows[i]), (size, size), interpolation=cv2.INTER_LINEAR)
+            else:
+                crop_resize(decode(files[i]), windows[i])
 
-    def one(i: int) -> None:
-        crop_resize(full(files[i]), windows[i])
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(n)))
+            return _best_seconds(lambda: list(pool.map(one, range(n))), passes)
 
-    def one_region(i: int) -> None:
-        cv2.resize(decoders["nvimgcodec"](files[i], windows[i]), (size, size), interpolation=cv2.INTER_LINEAR)
-
-    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        list(pool.map(one, range(n)))  # warm-up: per-thread decoders
-        threaded_s = _best_seconds(lambda: list(pool.map(one, range(n))), passes)
-        threaded_region_s = None
-        if region is not None:
-            list(pool.map(one_region, range(n)))
-            threaded_region_s = _best_seconds(lambda: list(pool.map(one_region, range(n))), passes)
+    threaded_s = threaded(decoders[best], False)
+    threaded_region_s = None if region is None else threaded(decoders[best_region], True)
+    nvimgcodec = {}
+    if "nvimgcodec" in timed and best != "nvimgcodec":
+        nvimgcodec["nvimgcodec_measured_images_per_s"] = n / threaded(decoders["nvimgcodec"], False)
+    if "nvimgcodec" in regions and best_region != "nvimgcodec":
+        nvimgcodec["nvimgcodec_measured_region_images_per_s"] = n / threaded(decoders["nvimgcodec"], True)
 
     one_thread = n / (timed[best] + crop_resize_s)
     return {
@@ -192,6 +228,8 @@ def measure(pipeline: str, data: str, threads: int, passes: int, seed: int) -> d
         # Decoding only the window (nvImageCodec), then resizing it: what a loader that decodes only
         # what the crop needs could reach, for reading the full-decode limit against.
         "region_decode_us": None if region is None else 1e6 * region / n,
+        "region_decoder": best_region,
+        "region_decode_us_by_decoder": {name: 1e6 * s / n for name, s in regions.items()},
         "one_thread_region_images_per_s": None if region is None else n / (region + crop_resize_s),
         "normalize_us": 1e6 * normalize_s / n,
         "one_thread_images_per_s": one_thread,
@@ -199,6 +237,7 @@ def measure(pipeline: str, data: str, threads: int, passes: int, seed: int) -> d
         "sum_images_per_s": threads * one_thread,
         "measured_images_per_s": n / threaded_s,
         "measured_region_images_per_s": None if threaded_region_s is None else n / threaded_region_s,
+        **nvimgcodec,
         "versions": {"opencv": cv2.__version__, "numpy": np.__version__},
     }
 
