@@ -97,6 +97,10 @@ def median_raw(records: list[dict]) -> dict:
                 "nvimgcodec_measured_images_per_s", "nvimgcodec_measured_region_images_per_s"):
         values = [r[key] for r in records if r.get(key) is not None]
         merged[key] = statistics.median(values) if values else None
+    region_decoders = list(dict.fromkeys(d for r in records for d in r.get("region_decode_us_by_decoder", {})))
+    merged["region_decode_us_by_decoder"] = {
+        d: statistics.median(r["region_decode_us_by_decoder"][d] for r in records
+                             if d in r.get("region_decode_us_by_decoder", {})) for d in region_decoders}
     best = [r["best_decoder"] for r in records]
     merged["best_decoder"] = max(set(best), key=best.count)
     return merged
@@ -217,7 +221,12 @@ def raw_table(raws: dict[str, dict]) -> list[str]:
     for d in decoders:
         lines.append(f"| full decode, {d} | " + " | ".join(cell(r["decode_us"].get(d, "—")) for r in raws.values())
                      + " |")
-    if any(r.get("region_decode_us") is not None for r in raws.values()):
+    region_decoders = list(dict.fromkeys(d for r in raws.values() for d in r.get("region_decode_us_by_decoder", {})))
+    for d in region_decoders:  # results saved before the JPEG kernel have only nvImageCodec's region decode
+        lines.append(f"| decode of the crop window only, {d} (not in the limit) | "
+                     + " | ".join(cell(r.get("region_decode_us_by_decoder", {}).get(d, "—")) for r in raws.values())
+                     + " |")
+    if not region_decoders and any(r.get("region_decode_us") is not None for r in raws.values()):
         lines.append("| decode of the crop window only, nvimgcodec (not in the limit) | "
                      + " | ".join(cell(r.get("region_decode_us") or "—") for r in raws.values()) + " |")
     lines.append("| crop + resize to 224×224 (OpenCV INTER_LINEAR) | "
