@@ -206,14 +206,21 @@ def test_iterator_mask_counts_every_good_sample_once_and_resume_replaces_alike(t
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SkippedSampleWarning)
         it = iterator()
-        for _ in range(2):  # two epochs: every good file counted exactly once by the mask
-            counted = sorted(label for b in batches(it, len(it)) for label, real in zip(*b) if real)
-            assert counted == good
-            assert batches(it, 1) == [None]
-        batches(it, 1)
-        checkpoints = it.checkpoints()
-        expected = batches(it, 9)
-        assert batches(iterator(checkpoints), 9) == expected
+        try:
+            for _ in range(2):  # two epochs: every good file counted exactly once by the mask
+                counted = sorted(label for b in batches(it, len(it)) for label, real in zip(*b) if real)
+                assert counted == good
+                assert batches(it, 1) == [None]
+            batches(it, 1)
+            checkpoints = it.checkpoints()
+            expected = batches(it, 9)
+        finally:
+            it.close()  # its prefetching ends here, not while pytest's output capture changes hands
+        resumed = iterator(checkpoints)
+        try:
+            assert batches(resumed, 9) == expected
+        finally:
+            resumed.close()
 
 
 def test_decoding_corrupt_files_prints_nothing(tmp_path, capfd):
