@@ -9,9 +9,10 @@
  * into the caller's buffer, where nvImageCodec copies each row out of a row buffer and then copies the
  * whole image again.
  *
- * jpeg_size(data) -> (height, width), or None where the frame is not one this module decodes (not a
- * JPEG; arithmetic-coded, lossless or hierarchical; not 8-bit; not 1 or 3 components; a height left to
- * a DNL marker). Reads the markers only.
+ * jpeg_size(data) -> (height, width, EXIF orientation), or None where the frame is not one this module
+ * decodes (not a JPEG; arithmetic-coded, lossless or hierarchical; not 8-bit; not 1 or 3 components; a
+ * height left to a DNL marker). Reads the markers only; the orientation (1 when there is none) follows
+ * jaxdali.ops.decoders._jpeg_orientation's rules.
  *
  * decode(data, out, y, x, h, w, window, bgr, fast_idct) decodes rows y .. y+h-1, columns x .. x+w-1
  * (window=True; else the whole image, y = x = 0) into `out`, a C-contiguous (h, W, 3) uint8 buffer with
@@ -33,6 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <jpeglib.h>
 
@@ -105,6 +107,60 @@ static int frame_size(const uint8_t *p, Py_ssize_t n, int *height, int *width)
     return 0;
 }
 
+/* Whether `size` bytes at `at` lie inside the `n` bytes of data (offsets may come from the file). */
+static int inside(Py_ssize_t n, uint64_t at, Py_ssize_t size) { return at + (uint64_t)size <= (uint64_t)n; }
+
+static unsigned read16(const uint8_t *p, int little) { return little ? (unsigned)(p[0] | (p[1] << 8)) : (unsigned)be16(p); }
+
+static uint32_t read32(const uint8_t *p, int little)
+{
+    return little ? (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24)
+                  : ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+/* The orientation tag (0x0112) of the first IFD of the TIFF structure at `base`, 1 when absent or
+ * unreadable: decoders._tiff_orientation's rules. */
+static int tiff_orientation(const uint8_t *p, Py_ssize_t n, uint64_t base)
+{
+    if (!inside(n, base, 2)) return 1;
+    int little;
+    if (p[base] == 'I' && p[base + 1] == 'I') little = 1;
+    else if (p[base] == 'M' && p[base + 1] == 'M') little = 0;
+    else return 1;
+    if (!inside(n, base + 2, 2) || read16(p + base + 2, little) != 42 || !inside(n, base + 4, 4)) return 1;
+    uint64_t ifd = base + read32(p + base + 4, little);
+    if (!inside(n, ifd, 2)) return 1;
+    unsigned count = read16(p + ifd, little);
+    for (unsigned k = 0; k < count && k < 512; k++) {
+        uint64_t entry = ifd + 2 + 12 * (uint64_t)k;
+        if (!inside(n, entry, 4)) return 1;
+        if (read16(p + entry, little) != 0x0112) continue;
+        int wide = read16(p + entry + 2, little) == 4;
+        if (!inside(n, entry + 8, wide ? 4 : 2)) return 1;
+        uint32_t value = wide ? read32(p + entry + 8, little) : read16(p + entry + 8, little);
+        return value >= 1 && value <= 8 ? (int)value : 1;
+    }
+    return 1;
+}
+
+/* The EXIF orientation of a JPEG (its first APP1 "Exif" segment before the first scan), 1 when it has
+ * none: decoders._jpeg_orientation's rules. */
+static int exif_orientation(const uint8_t *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 2;
+    while (i + 4 <= n) {
+        if (p[i] != 0xFF) return 1;
+        int marker = p[i + 1];
+        if (marker == 0xFF) { i++; continue; }
+        if (marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) { i += 2; continue; }
+        if (marker == 0xDA || marker == 0xD9) return 1;
+        if (marker == 0xE1 && i + 10 <= n && memcmp(p + i + 4, "Exif\0\0", 6) == 0)
+            return tiff_orientation(p, n, (uint64_t)(i + 10));
+        i += 2 + be16(p + i + 2);
+    }
+    return 1;
+}
+
 static PyObject *jpeg_size(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -112,9 +168,10 @@ static PyObject *jpeg_size(PyObject *self, PyObject *arg)
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     int h = 0, w = 0;
     int found = frame_size(data.buf, data.len, &h, &w);
+    int orientation = found ? exif_orientation(data.buf, data.len) : 1;
     PyBuffer_Release(&data);
     if (!found) Py_RETURN_NONE;
-    return Py_BuildValue("(ii)", h, w);
+    return Py_BuildValue("(iii)", h, w, orientation);
 }
 
 typedef struct {
@@ -218,7 +275,7 @@ static PyObject *decode(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"jpeg_size", jpeg_size, METH_O,
-     "jpeg_size(data) -> (height, width) of a JPEG this module decodes, else None (markers only)"},
+     "jpeg_size(data) -> (height, width, EXIF orientation) of a JPEG this module decodes, else None (markers only)"},
     {"decode", decode, METH_VARARGS,
      "decode(data, out, y, x, h, w, window, bgr, fast_idct) -> column of out where the window "
      "starts, or -1 (decode with nvImageCodec instead)"},

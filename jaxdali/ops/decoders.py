@@ -392,7 +392,7 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
             f"{_describe(op, index, source)}: not a decodable image ({len(buf)} bytes, starting {bytes(buf[:8])!r}); "
             "no JPEG, JPEG 2000, PNG, PNM, WebP, TIFF or BMP header")
     elif direct and kind == "jpeg" and (size := jpeg_direct.jpeg_size(data)) is not None:
-        header = _Header("jpeg", size[0], size[1], 1, direct=True)
+        header = _Header("jpeg", size[0], size[1], size[2] if adjust else 1, direct=True)
     else:
         header = _nvimgcodec_header(data, kind, op, index, source)
     if header.path == "webp-opencv":
@@ -412,7 +412,7 @@ def _read_header(data: np.ndarray, op: str, index: int, source: str | None, adju
     if header.height < 1 or header.width < 1:
         raise ImageDecodeError(f"{_describe(op, index, source)}: the header declares an empty image "
                                f"({header.width} x {header.height})")
-    if adjust:
+    if adjust and not header.direct:  # a direct header has its orientation from the kernel's marker scan
         header.orientation = exif_orientation(data)
     return header
 

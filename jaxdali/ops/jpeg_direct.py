@@ -46,8 +46,9 @@ def kernel_status() -> tuple[str, str]:
     return "compiled kernel", _KERNEL_REASON
 
 
-def jpeg_size(data: np.ndarray) -> tuple[int, int] | None:
-    """(height, width) of a JPEG the kernel decodes (from its markers), or None."""
+def jpeg_size(data: np.ndarray) -> tuple[int, int, int] | None:
+    """(height, width, EXIF orientation) of a JPEG the kernel decodes (from its markers; the orientation
+    is ``decoders.exif_orientation``'s, 1 when there is none), or None."""
     return _KERNEL.jpeg_size(data)
 
 

@@ -5,6 +5,7 @@ decoders give the same batches with it and without it."""
 from __future__ import annotations
 
 import io
+import struct
 
 import numpy as np
 import pytest
@@ -57,7 +58,7 @@ def test_whole_images_and_windows_are_nvimgcodecs_pixels(shared_data, output_typ
     bgr = output_type == types.BGR
     for path in _jpegs(shared_data):
         data = np.fromfile(path, np.uint8)
-        h, w = jpeg_direct.jpeg_size(data)
+        h, w, _ = jpeg_direct.jpeg_size(data)
         got = jpeg_direct.decode(data, h, w, None, bgr, fast_idct)
         assert got is not None and got.flags.c_contiguous, path
         np.testing.assert_array_equal(got, _nvimgcodec(data, None, output_type, fast_idct), err_msg=str(path))
@@ -71,7 +72,7 @@ def test_whole_images_and_windows_are_nvimgcodecs_pixels(shared_data, output_typ
 def test_declines_what_nvimgcodec_must_report_or_decode(shared_data):
     """Truncated data, garbage, a CMYK JPEG and a 12-bit frame header go to nvImageCodec (None, or no size)."""
     data = np.fromfile(sorted((shared_data / "flowers").rglob("*.jpg"))[0], np.uint8)
-    h, w = jpeg_direct.jpeg_size(data)
+    h, w, _ = jpeg_direct.jpeg_size(data)
     assert jpeg_direct.decode(data[: len(data) // 2], h, w, None, False, False) is None
     assert jpeg_direct.decode(data[: len(data) // 2], h, w, (h - 20, 0, 20, w), False, False) is None
     assert jpeg_direct.jpeg_size(np.arange(200, dtype=np.uint8)) is None
@@ -84,6 +85,42 @@ def test_declines_what_nvimgcodec_must_report_or_decode(shared_data):
     twelve_bit = data.copy()
     twelve_bit[sof + 4] = 12  # the precision byte of the frame header
     assert jpeg_direct.jpeg_size(twelve_bit) is None
+
+
+def _exif_jpeg(orientation: int, little_endian: bool, kind: int) -> bytes:
+    """A small JPEG with an APP1 Exif segment whose IFD0 holds ``orientation`` as tag type ``kind``."""
+    e = "<" if little_endian else ">"
+    value = struct.pack(e + ("I" if kind == 4 else "HH"), orientation, *(() if kind == 4 else (0,)))
+    tiff = (b"II" if little_endian else b"MM") + struct.pack(e + "HI", 42, 8) + struct.pack(e + "H", 2) \
+        + struct.pack(e + "HHI", 0x0100, 3, 1) + struct.pack(e + "HH", 40, 0) \
+        + struct.pack(e + "HHI", 0x0112, kind, 1) + value + struct.pack(e + "I", 0)
+    app1 = b"\xff\xe1" + struct.pack(">H", 2 + 6 + len(tiff)) + b"Exif\x00\x00" + tiff
+    ok, jpeg = cv2.imencode(".jpg", np.full((30, 40, 3), 90, np.uint8))
+    return jpeg.tobytes()[:2] + app1 + jpeg.tobytes()[2:]
+
+
+def test_the_orientation_is_read_as_the_python_reader_reads_it():
+    """Every orientation, both byte orders, SHORT and LONG values, then 3,000 damaged variants (bytes changed
+    in the headers, cut short): the kernel's marker scan gives decoders._jpeg_orientation's answer."""
+    rng = np.random.default_rng(3)
+    seeds = [_exif_jpeg(o, little, kind) for o in range(0, 10) for little in (True, False) for kind in (3, 4)]
+    for seed in seeds:
+        found = jpeg_direct.jpeg_size(np.frombuffer(seed, np.uint8))
+        assert found is not None and found[:2] == (30, 40)
+        assert found[2] == decoders._jpeg_orientation(memoryview(seed))
+    assert {jpeg_direct.jpeg_size(np.frombuffer(s, np.uint8))[2] for s in seeds} == set(range(1, 9))
+    checked = 0
+    for _ in range(3000):
+        data = bytearray(seeds[int(rng.integers(len(seeds)))])
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(2, 90))] = int(rng.integers(256))
+        if rng.random() < 0.3:
+            data = data[: int(rng.integers(4, len(data)))]
+        found = jpeg_direct.jpeg_size(np.frombuffer(bytes(data), np.uint8))
+        if found is not None:
+            assert found[2] == decoders._jpeg_orientation(memoryview(bytes(data))), bytes(data[:90])
+            checked += 1
+    assert checked > 1000
 
 
 def test_a_window_buffer_too_narrow_is_refused(shared_data):
