@@ -192,7 +192,6 @@ def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
     """pmap-style ``(NP, bs, ...)`` array: element ``i`` lives on pipeline ``i``'s device."""
     import jax
     import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     distinct = set(devices)
     if len(distinct) == 1:
@@ -200,7 +199,7 @@ def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
     if len(distinct) != len(devices):
         raise AssertionError(DEVICES_PARTLY_SHARED_MSG)
     arrays = [device_array(b, d) for b, d in zip(batches, devices)]
-    sharding = NamedSharding(Mesh(np.array(devices, dtype=object), ("device",)), PartitionSpec("device"))
+    sharding = _leading_axis_sharding(tuple(devices))
     shape = (len(batches),) + tuple(arrays[0].shape)
     if all(d.platform == "cpu" for d in devices):
         # Without a copy: each batch's memory seen as a NumPy array (which waits for its computation)
@@ -210,6 +209,15 @@ def stack_pipelines(batches: Sequence[Any], devices: Sequence[Any]):
         stacked = jax.make_array_from_single_device_arrays(shape, sharding, [a[None] for a in arrays])
     # The stack may share the memory of the pipelines' outputs: recyclers must not lend those meanwhile.
     return note_derived(arrays, stacked)
+
+
+@functools.lru_cache(maxsize=16)
+def _leading_axis_sharding(devices: tuple):
+    """The sharding of a pmap-style stack: its leading axis split over ``devices``, in their order (made once
+    per device list, not per batch)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    return NamedSharding(Mesh(np.array(devices, dtype=object), ("device",)), PartitionSpec("device"))
 
 
 def from_host_parts(parts: Sequence[np.ndarray], sharding, shape: tuple[int, ...]):
