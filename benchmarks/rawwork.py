@@ -225,8 +225,8 @@ def measure(pipeline: str, data: str, threads: int, passes: int, seed: int) -> d
         "decode_us": {k: (1e6 * v / n if isinstance(v, float) else v) for k, v in decode_s.items()},
         "best_decoder": best,
         "crop_resize_us": 1e6 * crop_resize_s / n,
-        # Decoding only the window (nvImageCodec), then resizing it: what a loader that decodes only
-        # what the crop needs could reach, for reading the full-decode limit against.
+        # Decoding only the window (the faster of nvImageCodec and the JPEG kernel), then resizing it: what a
+        # loader that decodes only what the crop needs could reach, for reading the full-decode limit against.
         "region_decode_us": None if region is None else 1e6 * region / n,
         "region_decoder": best_region,
         "region_decode_us_by_decoder": {name: 1e6 * s / n for name, s in regions.items()},

@@ -512,10 +512,11 @@ def _direct_pixels_differ() -> str | None:
     image = np.stack([(y * 4 + x) % 256, (x * 3) % 256, (y * x) % 256], axis=-1).astype(np.uint8)
     data = np.ascontiguousarray(cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].reshape(-1))
     spec = _DecodeSpec(DALIImageType.RGB, np.dtype(np.uint8), False)
-    header = _Header("jpeg", 61, 83, 1, _nvimgcodec_module().CodeStream(data))
+    height, width = image.shape[:2]
+    header = _Header("jpeg", height, width, 1, _nvimgcodec_module().CodeStream(data))
     for window in (None, (3, 21, 40, 37)):
         expected = _decode_nvimgcodec(header, spec, _params(spec), window)
-        got = jpeg_direct.decode(data, 61, 83, window, False, False)
+        got = jpeg_direct.decode(data, height, width, window, False, False)
         if got is None or expected is None or not np.array_equal(got, expected):
             return (f"its pixels differ from nvImageCodec's (window {window}): this libjpeg-turbo is not the one "
                     "nvImageCodec decodes with")

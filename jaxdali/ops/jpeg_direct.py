@@ -64,4 +64,3 @@ def decode(data: np.ndarray, height: int, width: int, window, bgr: bool, fast_id
     out = np.empty((h, w + _ALIGN_ROOM, 3), np.uint8)
     first = _KERNEL.decode(data, out, y, x, h, w, True, bgr, fast_idct)
     return out[:, first:first + w] if first >= 0 else None
-

@@ -131,13 +131,8 @@ def test_a_window_buffer_too_narrow_is_refused(shared_data):
 
 @pytest.fixture
 def without_direct(monkeypatch):
-    """Runs the decoders as without the kernel (nvImageCodec decodes every JPEG)."""
-    def use(off: bool):
-        if off:
-            monkeypatch.setattr(decoders._DecodeSpec, "direct", property(lambda self: False))
-        else:
-            monkeypatch.undo()
-    return use
+    """Call it to run the decoders built afterwards as without the kernel (nvImageCodec decodes every JPEG)."""
+    return lambda: monkeypatch.setattr(decoders._DecodeSpec, "direct", property(lambda self: False))
 
 
 def _batches(flowers_root, fused: bool, crop: bool, layout: str = "HWC") -> list:
@@ -169,7 +164,7 @@ def _batches(flowers_root, fused: bool, crop: bool, layout: str = "HWC") -> list
 @pytest.mark.parametrize("fused, crop", [(False, False), (False, True), (True, False), (True, True)])
 def test_pipelines_give_the_same_batches_with_and_without_it(flowers_root, without_direct, fused, crop):
     direct = _batches(flowers_root, fused, crop)
-    without_direct(True)
+    without_direct()
     reference = _batches(flowers_root, fused, crop)
     for got, expected in zip(direct, reference):
         assert len(got) == len(expected) == 16
