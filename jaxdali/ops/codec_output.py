@@ -4,7 +4,9 @@ nvImageCodec's log ("[pynvimgcodec] Something went wrong ..."), libjpeg's "Corru
 lines and the messages of libpng, libtiff and OpenCV are written by C/C++ code straight to file
 descriptor 2 (stderr; none was seen on stdout in 10,000 fuzzed files), where ``sys.stderr``
 redirection cannot reach them. While at least one decode runs (a ``window``), descriptor 2 points to
-an unnamed file; when the last window closes it points back to where it did. Each window learns the
+an unnamed file; when the last window closes it points back to where it did. A write that had already
+chosen the file when it was pointed back may land after the last read: such text is passed on when the
+next capture starts or the process exits, and the file is emptied only then. Each window learns the
 codec lines written while it was open; text that is not a codec line (a warning of another thread
 meanwhile, say) is passed on to the real stderr, in order, as soon as a window ends.
 
@@ -16,6 +18,7 @@ operation nothing runs twice.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -120,34 +123,54 @@ class CodecOutput:
                 if self._active == 0:
                     self._restore()
                 elif end > self._passed_on:
-                    self._pass_on(end, final=False)
+                    self._pass_on(end, final=False, to=self._saved)
                 if alone:
                     self._alone = False
                 self._cond.notify_all()
+
+    def catch_up(self) -> None:
+        """Passes on text that reached the capture file after the last window closed (called at exit, and
+        before each capture starts)."""
+        if not self._cond.acquire(timeout=1.0):  # at exit, never wait on a thread that may not run again
+            return
+        try:
+            if self._active == 0:
+                self._catch_up()
+        finally:
+            self._cond.release()
 
     # -- with the lock held ------------------------------------------------------------------------
     def _redirect(self) -> None:
         if self._file < 0:
             self._file = _anonymous_append_file()
+        else:
+            self._catch_up()
+            os.ftruncate(self._file, 0)  # long after the descriptor pointed back: no write is under way
+            self._passed_on = 0
         self._saved = os.dup(self._fd)
         os.dup2(self._file, self._fd)
 
     def _restore(self) -> None:
-        """Points the descriptor back, then passes on what the capture file still holds: text that another
-        thread wrote until the moment the descriptor changed (measured after it, so none is lost)."""
+        """Points the descriptor back, then passes on what the capture file holds: text that another thread
+        wrote until the moment the descriptor changed (measured after it). A write that had already
+        chosen the file and lands after the measure is passed on by ``_catch_up``: the file is emptied
+        only when the next capture starts."""
         os.dup2(self._saved, self._fd)
         size = os.fstat(self._file).st_size
         if size > self._passed_on:
-            self._pass_on(size, final=True)
+            self._pass_on(size, final=True, to=self._saved)
         os.close(self._saved)
         self._saved = -1
-        if size:
-            os.ftruncate(self._file, 0)
-            self._passed_on = 0
 
-    def _pass_on(self, size: int, final: bool) -> None:
-        """Writes the new non-codec text of the capture file (up to ``size``) to the real descriptor,
-        whole lines unless ``final``; logs the codec lines at debug level."""
+    def _catch_up(self) -> None:
+        if self._file >= 0:
+            size = os.fstat(self._file).st_size
+            if size > self._passed_on:
+                self._pass_on(size, final=True, to=self._fd)
+
+    def _pass_on(self, size: int, final: bool, to: int) -> None:
+        """Writes the new non-codec text of the capture file (up to ``size``) to descriptor ``to`` (the
+        real one), whole lines unless ``final``; logs the codec lines at debug level."""
         data = os.pread(self._file, size - self._passed_on, self._passed_on)
         if not final:
             data = data[:data.rfind(b"\n") + 1]
@@ -156,7 +179,7 @@ class CodecOutput:
         for line in codec:
             _log.debug("codec: %s", line)
         if other:
-            os.write(self._saved, "".join(other).encode("utf-8", "replace"))
+            os.write(to, "".join(other).encode("utf-8", "replace"))
 
 
 def _anonymous_append_file() -> int:
@@ -173,3 +196,4 @@ def _anonymous_append_file() -> int:
 
 #: The capture every decoder uses (descriptors are process-wide, so there is one).
 CODEC_OUTPUT = CodecOutput()
+atexit.register(CODEC_OUTPUT.catch_up)

@@ -278,6 +278,30 @@ def test_interleaved_codec_messages_of_a_batched_decode_stay_codec_messages():
     assert len(codec) == 3 and other == ["a line of the user's own\n"]
 
 
+def test_a_write_that_lands_after_the_last_window_closed_is_passed_on(tmp_path):
+    """A write that chose the capture file before the descriptor was pointed back, and landed after the last
+    window read the file's size, reaches the terminal when the next capture starts, or at exit."""
+    from jaxdali.ops import codec_output
+
+    terminal = os.open(tmp_path / "terminal", os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    capture = codec_output.CodecOutput(fd=terminal)
+    try:
+        with capture.window():
+            os.write(terminal, b"Corrupt JPEG data: 1 extraneous bytes before marker 0xd9\n")
+        os.write(capture._file, b"Traceback (most recent call last):\n")  # lands late, in the capture file
+        os.write(terminal, b'  File "train.py", line 3\n')
+        with capture.window():
+            pass
+        assert (tmp_path / "terminal").read_text() == '  File "train.py", line 3\nTraceback (most recent call last):\n'
+        os.write(capture._file, b"KeyboardInterrupt\n")
+        capture.catch_up()  # what the exit hook does
+        assert (tmp_path / "terminal").read_text().endswith("KeyboardInterrupt\n")
+        capture.catch_up()
+        assert (tmp_path / "terminal").read_text().count("KeyboardInterrupt") == 1
+    finally:
+        os.close(terminal)
+
+
 def test_text_written_while_the_last_window_closes_reaches_the_terminal(tmp_path, monkeypatch):
     """Another thread's text (a traceback, say) written just before the last window points the
     descriptor back is passed on, not truncated away with the capture file (a KeyboardInterrupt's
