@@ -35,7 +35,7 @@ from jaxdali.ops.kernel_loader import load_kernel
 from jaxdali.ops.resample_plan import FRAME_TYPES, ResamplePlan, is_2d
 
 __all__ = ["kernel_status", "resample_sample", "resample_frame", "resample_nd", "resample_window", "window_job",
-           "WindowJob", "linear_frame", "rows_first", "store"]
+           "part_job", "WindowJob", "linear_frame", "rows_first", "store"]
 
 _KERNEL_SOURCE = pathlib.Path(__file__).with_name("_resample_kernel.c")
 
@@ -151,6 +151,30 @@ def window_job(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], pl
     order = rows_first(in_shape, full_shape, plan.taps.get(axes[0]), plan.taps.get(axes[-1]))
     where = (region[0][0], region[1][0], region[0][1], region[1][1]) if part else None
     return WindowJob(where, taps[0], taps[1], keep, order)
+
+
+def part_job(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], plan: ResamplePlan,
+             out_dtype: np.dtype, out_shape: Sequence[int]) -> WindowJob | None:
+    """The kernel's job for the whole resize of an HWC frame from only the part of the input its taps read
+    (a crop, a region of interest), or None where the kernel does not run it or it reads the whole input.
+    For one batch: the job shares the plan's weights."""
+    taps_h, taps_w = plan.taps.get(0), plan.taps.get(1)
+    if plan.cv2_linear or list(axes) != [0, 1] or len(in_shape) != 3 or \
+            not _kernel_runs(dtype, out_dtype, int(in_shape[2]), taps_h, taps_w):
+        return None
+    part, taps = [], []
+    for t, extent in ((taps_h, int(in_shape[0])), (taps_w, int(in_shape[1]))):
+        if t is None:
+            part.append((0, extent))
+            taps.append(None)
+            continue
+        first = int(t[0].min())
+        part.append((first, int(t[0].max()) - first + 1))
+        taps.append((t[0] - first if first else t[0], t[1]))
+    if part[0][1] == in_shape[0] and part[1][1] == in_shape[1]:
+        return None
+    order = rows_first(in_shape, out_shape, taps_h, taps_w)
+    return WindowJob((part[0][0], part[1][0], part[0][1], part[1][1]), taps[0], taps[1], (None, None), order)
 
 
 def resample_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,

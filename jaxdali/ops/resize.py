@@ -18,7 +18,7 @@ from jaxdali.ops.crop_window import check_ranges, crop_window_draws, random_crop
 from jaxdali.ops.layouts import (SpatialLayout, allocate_batch, check_resampled_dtype_arg, resampled_dtype,
                                  sample_name)
 from jaxdali.ops.operator import Operator
-from jaxdali.ops.resample import resample_sample, resample_window, window_job
+from jaxdali.ops.resample import part_job, resample_sample, resample_window, window_job
 from jaxdali.ops.resample_plan import MODES, BoundedCache, plan_resample, resize_geometry
 from jaxdali.ops.sample_source import SampleSource
 from jaxdali.ops.schema import Arg, OpArgumentError, OpSchema, REQUIRED, register
@@ -91,7 +91,9 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
     # window (kept between batches: ``_WINDOW_JOBS``); a source then computes only the part of each input
     # the job reads (a decoder decodes just that region).
     jobs: list = [None] * len(samples)
-    if windows is not None:
+    if windows is None and source is not None and source.takes_parts:
+        jobs = _part_jobs(shapes, images.np_dtype, layout, plans, np.dtype(dtype), out_shapes, lo, hi)
+    elif windows is not None:
         parts_wanted = source is not None and source.takes_parts
         batch_key = (images.np_dtype.str, tuple(layout.axes), np.dtype(dtype).str, parts_wanted)
         for i, shape in enumerate(shapes.tolist()):
@@ -109,10 +111,12 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
         try:
             if source is not None:
                 source.check(i, sample, op, parts[i])
-            if windows is None:
+            if jobs[i] is not None:
+                jobs[i].run(sample, out[i])
+            elif windows is None:
                 resample_sample(sample, layout.axes, plans[i], out[i])
             else:
-                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i], jobs[i])
+                resample_window(sample, layout.axes, plans[i], out[i], windows[i], out_shapes[i])
         except Exception as e:
             e.add_note(f"fn.{op}: {sample_name(source_info, i)}, shape {tuple(shapes[i])} -> "
                        f"{tuple(out_shapes[i])}")
@@ -127,6 +131,18 @@ def resample_batch(ctx, op: str, images: TensorListCPU, layout: SpatialLayout, o
 
     ctx.parallel_for(chunk, len(samples))
     return TensorListCPU(out, layout.layout)
+
+
+def _part_jobs(shapes: np.ndarray, dtype: np.dtype, layout: SpatialLayout, plans: list, out_dtype: np.dtype,
+               out_shapes: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list:
+    """Per sample, ``part_job``: its whole output from only the part of the input it reads, where its source
+    window leaves out part of the input (a crop, a region of interest); else None."""
+    in_size = shapes[:, list(layout.axes)]
+    inside = ((np.minimum(lo, hi) > 0) | (np.maximum(lo, hi) < in_size)).any(axis=1)
+    jobs: list = [None] * len(plans)
+    for i in np.flatnonzero(inside).tolist():
+        jobs[i] = part_job(shapes[i], dtype, layout.axes, plans[i], out_dtype, out_shapes[i])
+    return jobs
 
 
 # -- fn.resize ---------------------------------------------------------------------------------------------
@@ -320,8 +336,15 @@ class RandomResizedCrop(Operator):
         return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
 
     def run(self, ctx, inputs, args):
+        return self._crop_resize(ctx, inputs[0], args, None)
+
+    def run_fed(self, ctx, source: SampleSource, args, windows):
+        """``run`` of the samples of ``source``, each resampled as soon as it is computed (only the part of
+        it the window reads, where the source computes parts: a decoder decodes just that region)."""
+        return self._crop_resize(ctx, source.batch, args, source)
+
+    def _crop_resize(self, ctx, images: TensorListCPU, args, source: SampleSource | None):
         op = "random_resized_crop"
-        images = inputs[0]
         n = len(images)
         if n == 0:
             return images
@@ -337,7 +360,7 @@ class RandomResizedCrop(Operator):
         out_size = np.broadcast_to(self.size, (n, 2))
         min_f, mag_f = resample_filters(op, args, n)
         return resample_batch(ctx, op, images, layout, out_size, lo, hi, min_f, mag_f,
-                              bool(self.args["antialias"]), dtype)
+                              bool(self.args["antialias"]), dtype, source=source)
 
 
 RANDOM_RESIZED_CROP = register(OpSchema(

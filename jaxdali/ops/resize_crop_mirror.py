@@ -42,11 +42,18 @@ class ResizeCropMirror(Resize):
         return None
 
     def run(self, ctx, inputs, args):
-        images = inputs[0]
+        return self._resize_crop(ctx, inputs[0], args, None)
+
+    def run_fed(self, ctx, source, args, windows):
+        """``run`` of the samples of ``source``, each resampled as soon as it is computed (only the part of
+        it the source window reads, where the source computes parts)."""
+        return self._resize_crop(ctx, source.batch, args, source)
+
+    def _resize_crop(self, ctx, images, args, source):
         n = len(images)
         if n == 0:
             return images
-        images, layout, out_size, lo, hi, dtype, _ = self._geometry(inputs, args)
+        images, layout, out_size, lo, hi, dtype, _ = self._geometry([images], args)
         axes_letters = [layout.layout[a] for a in layout.axes]
         pos_zyx = crop_positions(self.op, args, n)
         requested = requested_crops(self.op, args, n)  # -1: the axis is not cropped
@@ -65,7 +72,7 @@ class ResizeCropMirror(Resize):
                 np.where(flip, new_lo[:, k], new_hi[:, k])
         min_f, mag_f = resample_filters(self.op, args, n)
         return resample_batch(ctx, self.op, images, layout, crop_size, new_lo, new_hi, min_f, mag_f,
-                              bool(self.args["antialias"]), dtype)
+                              bool(self.args["antialias"]), dtype, source=source)
 
 
 _CROP_ARG_NAMES = ("crop", "crop_h", "crop_w", "crop_d", "crop_pos_x", "crop_pos_y", "crop_pos_z", "rounding")

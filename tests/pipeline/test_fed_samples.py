@@ -48,8 +48,10 @@ def corrupt_jpeg() -> bytes:
 
 
 #: Sizes and orientations that differ per sample (6 and 8 swap the axes).
-IMAGES = [jpeg(h, w, k, o) for k, (h, w, o) in enumerate([(60, 90, 1), (120, 80, 6), (75, 75, 1), (50, 140, 8),
-                                                          (96, 64, 3), (140, 110, 1), (33, 47, 1), (88, 66, 1)])]
+SHAPES = [(60, 90, 1), (120, 80, 6), (75, 75, 1), (50, 140, 8), (96, 64, 3), (140, 110, 1), (33, 47, 1), (88, 66, 1)]
+IMAGES = [jpeg(h, w, k, o) for k, (h, w, o) in enumerate(SHAPES)]
+#: The decoded (oriented) height and width of each of IMAGES.
+sizes = [(w, h) if o in (6, 8) else (h, w) for h, w, o in SHAPES]
 
 
 def train(source):
@@ -94,7 +96,36 @@ def run(graph, datas, fed: bool, monkeypatch, iterations: int = 2) -> tuple[list
             pipe.close()
 
 
-@pytest.mark.parametrize("graph", [train, val, gray_upscale])
+def decoded(source):
+    return fn.decoders.image(fn.external_source(source=source, batch=True), output_type=types.RGB)
+
+
+def random_resized_crop(source):
+    return fn.random_resized_crop(decoded(source), size=(40, 48))
+
+
+def resize_crop_mirror(source):
+    return fn.resize_crop_mirror(decoded(source), resize_shorter=64, crop=(48, 40), crop_pos_x=0.3, mirror=1)
+
+
+def fast_resize_crop_mirror(source):
+    return fn.fast_resize_crop_mirror(decoded(source), resize_x=70, resize_y=50, crop=(30, 30), mirror=2)
+
+
+def resize_roi(source):
+    return fn.resize(decoded(source), size=(32, 36), roi_start=(0.2, 0.1), roi_end=(0.7, 0.8), roi_relative=True)
+
+
+def resize_flipped_roi(source):
+    return fn.resize(decoded(source), size=(30, 30), roi_start=(20, 40), roi_end=(5, 10), interp_type=types.INTERP_CUBIC)
+
+
+def experimental_resize(source):
+    return fn.experimental.resize(decoded(source), resize_x=41, resize_y=37, antialias=False)
+
+
+@pytest.mark.parametrize("graph", [train, val, gray_upscale, random_resized_crop, resize_crop_mirror,
+                                   fast_resize_crop_mirror, resize_roi, resize_flipped_roi, experimental_resize])
 def test_fed_values_equal_the_operators_run_one_after_the_other(graph, monkeypatch):
     fed, fed_ops = run(graph, IMAGES, True, monkeypatch)
     reference, reference_ops = run(graph, IMAGES, False, monkeypatch)
@@ -160,6 +191,21 @@ def test_only_the_part_the_crop_reads_is_decoded_unless_strict(monkeypatch):
     assert parts[1][2] < 80 and parts[1][3] < 120
     with pytest.raises(ImageDecodeError, match=r"sample 5: .*strict_decoding=True"):
         run(strict_val, datas, True, monkeypatch, iterations=1)
+
+
+@pytest.mark.parametrize("graph", [random_resized_crop, resize_crop_mirror, resize_roi])
+def test_a_resize_of_a_source_window_decodes_only_the_part_it_reads(graph, monkeypatch):
+    """random_resized_crop, resize_crop_mirror and a resize with a region of interest read a window of
+    each image: only the part under it (and the filter's reach) is decoded."""
+    seen: list = []
+    original = decoders._BatchDecode.decode
+    monkeypatch.setattr(decoders._BatchDecode, "decode", lambda job, i, part=None: seen.append((i, part)) or
+                        original(job, i, part))
+    run(graph, IMAGES, True, monkeypatch, iterations=1)
+    parts = dict(seen)
+    assert sorted(parts) == list(range(len(IMAGES)))
+    smaller = [i for i, p in parts.items() if p is not None and p[2] * p[3] < 0.9 * np.prod(sizes[i])]
+    assert len(smaller) >= len(IMAGES) // 2, parts
 
 
 def test_a_bad_image_raises_the_decoders_error(monkeypatch):
