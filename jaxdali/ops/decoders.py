@@ -730,8 +730,11 @@ class _BatchDecode:
     nothing runs twice).
     """
 
-    def __init__(self, decoder: "ImageDecoder", ctx, batch: TensorListCPU):
+    def __init__(self, decoder: "ImageDecoder", ctx, inputs: list, args):
         self.decoder = decoder
+        batch = inputs[0]
+        #: The operator's inputs and arguments of this batch (the windows of ``crops`` operators use them).
+        self.inputs, self.args = inputs, args
         self.samples = batch.samples()
         self.n = n = len(self.samples)
         sources = batch.source_info or []
@@ -772,7 +775,8 @@ class _BatchDecode:
         if self.keys is not None and rows:  # vectorised over the chunk's samples
             sizes = np.array([_oriented_size(self.headers[i].height, self.headers[i].width,
                                              self.headers[i].orientation) for i in rows], np.int64).reshape(-1, 2)
-            drawn = np.stack(d.windows(self.keys[rows], sizes[:, 0], sizes[:, 1], rows), axis=1).tolist()
+            drawn = np.stack(d.windows(self.keys[rows], sizes[:, 0], sizes[:, 1], rows, self.args, self.inputs),
+                             axis=1).tolist()
         self.windows.update(zip(rows, drawn))
         return rows
 
@@ -878,12 +882,14 @@ class ImageDecoder(Operator):
         #: Whether JPEGs are decoded by ``jpeg_direct`` (on the host only: the device path needs code streams).
         self.direct = self.device_decoder is None and self.spec.direct
 
-    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int]):
-        """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators)."""
+    def windows(self, keys: np.ndarray, heights: np.ndarray, widths: np.ndarray, rows: list[int], args,
+                inputs: list):
+        """(y, x, h, w) arrays: one window per sample ``rows`` of the oriented images (``crops`` operators), from
+        the batch's ``args`` and ``inputs`` (passed along, never kept: batches may be computed at once)."""
         raise NotImplementedError
 
     def run(self, ctx, inputs, args):
-        job = _BatchDecode(self, ctx, inputs[0])
+        job = _BatchDecode(self, ctx, inputs, args)
         if self.device_decoder is None:
             ctx.parallel_for(lambda start, stop: job.decode_chunk(start, stop, job.out.__setitem__), job.n)
             replace_failed(ctx, job.failures, job.names, self.skip_log)
@@ -900,7 +906,7 @@ class ImageDecoder(Operator):
         channels = _IMAGE_TYPE_CHANNELS.get(self.spec.output_type)
         if self.replace or self.device_decoder is not None or channels is None:
             return None
-        job = _BatchDecode(self, ctx, inputs[0])
+        job = _BatchDecode(self, ctx, inputs, args)
         job.compact = False
         ctx.parallel_for(job.prepare_captured, job.n)
         shapes = []
@@ -963,7 +969,7 @@ class ImageRandomCropDecoder(ImageDecoder):
                                              self.args["num_attempts"])
         self.num_attempts = int(self.args["num_attempts"])
 
-    def windows(self, keys, heights, widths, rows):
+    def windows(self, keys, heights, widths, rows, args, inputs):
         u = rng.uniform(keys, crop_window_draws(self.num_attempts), self.STREAM)
         return random_crop_windows(heights, widths, u, self.area, self.ratio, self.num_attempts)
 

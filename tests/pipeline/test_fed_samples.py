@@ -124,8 +124,22 @@ def experimental_resize(source):
     return fn.experimental.resize(decoded(source), resize_x=41, resize_y=37, antialias=False)
 
 
+def image_crop(source):
+    images = fn.decoders.image_crop(fn.external_source(source=source, batch=True), crop=(30, 28),
+                                    crop_pos_x=fn.random.uniform(range=(0, 1)))
+    return fn.resize(images, size=(20, 24))
+
+
+def image_slice(source):
+    images = fn.decoders.image_slice(fn.external_source(source=source, batch=True),
+                                     fn.random.uniform(range=(0.0, 0.3), shape=2),
+                                     fn.random.uniform(range=(0.4, 0.6), shape=2))
+    return fn.resize(images, resize_shorter=20)
+
+
 @pytest.mark.parametrize("graph", [train, val, gray_upscale, random_resized_crop, resize_crop_mirror,
-                                   fast_resize_crop_mirror, resize_roi, resize_flipped_roi, experimental_resize])
+                                   fast_resize_crop_mirror, resize_roi, resize_flipped_roi, experimental_resize,
+                                   image_crop, image_slice])
 def test_fed_values_equal_the_operators_run_one_after_the_other(graph, monkeypatch):
     fed, fed_ops = run(graph, IMAGES, True, monkeypatch)
     reference, reference_ops = run(graph, IMAGES, False, monkeypatch)

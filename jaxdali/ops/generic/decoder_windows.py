@@ -29,17 +29,15 @@ class _WindowDecoder(ImageDecoder):
 
     crops = True
 
-    def run(self, ctx, inputs, args):
-        self._run_args = (args, inputs)
-        return super().run(ctx, inputs[:1], args)
-
-    def windows(self, keys, heights, widths, rows):
-        out = [self.window(i, int(h), int(w)) for i, h, w in zip(rows, heights, widths)]
+    def windows(self, keys, heights, widths, rows, args, inputs):
+        out = [self.window(i, int(h), int(w), args, inputs) for i, h, w in zip(rows, heights, widths)]
         for i, window, h, w in zip(rows, out, heights, widths):
             _check_inside(self.op, i, window, int(h), int(w))
         return tuple(np.array(c, np.int64) for c in zip(*out)) if out else (np.zeros(0, np.int64),) * 4
 
-    def window(self, i: int, h: int, w: int) -> tuple[int, int, int, int]:
+    def window(self, i: int, h: int, w: int, args, inputs: list) -> tuple[int, int, int, int]:
+        """The (y, x, h, w) window of image ``i`` (``h`` x ``w`` as oriented) from the batch's ``args`` and
+        ``inputs``."""
         raise NotImplementedError
 
 
@@ -50,8 +48,7 @@ class ImageCropDecoder(_WindowDecoder):
         super().__init__(node, build)
         check_crop_args(self.op, node, self.args)
 
-    def window(self, i, h, w):
-        args, _ = self._run_args
+    def window(self, i, h, w, args, inputs):
         _, ch, cw = requested_crop(self.op, args, i)
         ch, cw = ch or h, cw or w
         pos_y, pos_x = (float(np.asarray(args.sample_value(name, i)).reshape(())) for name in ("crop_pos_y",
@@ -70,8 +67,7 @@ class ImageSliceDecoder(_WindowDecoder):
         super().__init__(node, build)
         self.planner = SliceBox(self.op, node, "error")
 
-    def window(self, i, h, w):
-        args, inputs = self._run_args
+    def window(self, i, h, w, args, inputs):
         anchor = inputs[1].samples()[i] if len(inputs) > 1 else None
         size = inputs[2].samples()[i] if len(inputs) > 2 else None
         start, end = self.planner.box((h, w), "HW", args, i, anchor, size)
