@@ -46,6 +46,7 @@ class Form:
     layout: str = "CHW"
     source: str = "file_root"
     explicit_interp: bool = False
+    crop: str = "decoder"
 
 
 FORMS = {f.name: f for f in (
@@ -59,6 +60,7 @@ FORMS = {f.name: f for f in (
     Form("files", source="files"),
     Form("file-list", source="file_list"),
     Form("interp", explicit_interp=True),
+    Form("rrc", crop="random_resized_crop"),
 )}
 
 
@@ -102,7 +104,7 @@ def measure_pipeline(args: argparse.Namespace, pipeline: str) -> list[dict]:
     loaders, shapes = {}, {}
     for name in args.forms:
         form = FORMS[name]
-        graph = dali_api.graph(pipeline, fn, types, form.layout, form.source, form.explicit_interp)
+        graph = dali_api.graph(pipeline, fn, types, form.layout, form.source, form.explicit_interp, form.crop)
         loaders[name] = iterator_loader(form.iterator, graph, child, jax.devices()[:form.devices])
         images = loaders[name]()
         shapes[name] = [int(d) for d in images.shape]

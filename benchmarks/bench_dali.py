@@ -26,6 +26,11 @@ def main(argv: list[str] | None = None) -> dict:
         del argv[i:i + 2]
     if variant not in ("iterator", "run"):
         raise SystemExit(f"--variant must be 'iterator' or 'run', got {variant!r}")
+    crop = "decoder"
+    if "--crop" in argv:  # dali_api.CROPS
+        i = argv.index("--crop")
+        crop = argv[i + 1]
+        del argv[i:i + 2]
     args = harness.parse_args(argv)
 
     jax = None
@@ -47,7 +52,8 @@ def main(argv: list[str] | None = None) -> dict:
     versions = {"nvidia-dali": nvidia.dali.__version__}
     if jax is not None:
         versions["jax"] = jax.__version__
-    graph = dali_api.graph(args.pipeline, fn, types)
+    versions["crop"] = crop
+    graph = dali_api.graph(args.pipeline, fn, types, crop=crop)
     pipe = pipeline_def(graph, batch_size=args.batch_size, num_threads=args.threads, device_id=None,
                         seed=args.seed)(root=args.data)
 

@@ -2,15 +2,15 @@
 
 Run by ``run.py`` in a fresh process per repetition:
 ``python benchmarks/bench_jaxdali.py --pipeline train --data DIR [--variant run] [--form FORM] [--layout HWC]
-[--source files] [--explicit-interp]``.
+[--source files] [--explicit-interp] [--crop random_resized_crop]``.
 The ``run`` variant also reports the per-operator time breakdown (``executor_statistics()``). The
 iterator variant's ``--form`` is how the user writes it: ``data_iterator`` (default) over all of
 ``jax.devices()`` (run.py sets ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` for the
 8-device rows), the same pmap-style (``data_iterator-devices``: ``devices=jax.devices()``, a leading
 device axis), or ``DALIGenericIterator`` over a pipeline left unbuilt (``generic``) or built first
 (``generic-built``), with the same sharding over one device, or the PyTorch adapter's
-``DALIGenericIterator`` (``torch``: host outputs as torch tensors). ``--layout``, ``--source`` and
-``--explicit-interp`` pick the equivalent ways of writing the graph (``dali_api.graph``).
+``DALIGenericIterator`` (``torch``: host outputs as torch tensors). ``--layout``, ``--source``,
+``--explicit-interp`` and ``--crop`` pick the equivalent ways of writing the graph (``dali_api.graph``).
 ``--process-id``/``--num-processes``/``--coordinator`` make it one process of a multi-process run
 (``jax.distributed`` over gloo; started by ``bench_multiprocess.py``): the sharding then spans every
 process's devices and ``versions["local_devices"]`` says which part of each global batch is this one's.
@@ -40,6 +40,7 @@ def parse_form(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--layout", choices=("CHW", "HWC"), default="CHW")
     parser.add_argument("--source", choices=dali_api.SOURCES, default="file_root")
     parser.add_argument("--explicit-interp", action="store_true")
+    parser.add_argument("--crop", choices=dali_api.CROPS, default="decoder")
     parser.add_argument("--process-id", type=int, default=0)
     parser.add_argument("--num-processes", type=int, default=1)
     parser.add_argument("--coordinator", default=None, help="host:port of process 0 (multi-process runs)")
@@ -94,8 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "jaxdali_path": os.path.dirname(jaxdali.__file__), "devices": len(jax.devices()),
                 "local_devices": len(jax.local_devices()), "processes": form.num_processes,
                 "form": form.form, "layout": form.layout, "source": form.source,
-                "explicit_interp": form.explicit_interp}
-    graph = dali_api.graph(args.pipeline, fn, types, form.layout, form.source, form.explicit_interp)
+                "explicit_interp": form.explicit_interp, "crop": form.crop}
+    graph = dali_api.graph(args.pipeline, fn, types, form.layout, form.source, form.explicit_interp, form.crop)
     pipe = None
 
     def make_iterator_loader():

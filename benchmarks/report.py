@@ -38,19 +38,27 @@ def label(record: dict) -> str:
         devices = (f"{processes} processes × {v.get('local_devices')} devices" if processes > 1
                    else f"{v.get('devices', 1)} device(s)")
         return (f"jaxdali {how}, {devices}, {v.get('layout', 'CHW')}, "
-                f"`{v.get('source', 'file_root')}=`" + (", explicit `interp_type`" if v.get("explicit_interp") else ""))
+                f"`{v.get('source', 'file_root')}=`" + (", explicit `interp_type`" if v.get("explicit_interp") else "")
+                + _crop_note(v))
     if system == "jaxdali-run":
         return "jaxdali `Pipeline.run()` (host TensorList, reference)"
     if system in ("dali", "dali-run"):
         if record.get("mode") == "pipe.run":
             return f"DALI {v.get('nvidia-dali', '')} CPU, `pipe.run()` (host TensorList)"
-        return f"DALI {v.get('nvidia-dali', '')} CPU, JAX `DALIGenericIterator` → sharded `jax.Array`"
+        return f"DALI {v.get('nvidia-dali', '')} CPU, JAX `DALIGenericIterator` → sharded `jax.Array`" + _crop_note(v)
     if system == "grain":
         return f"Grain {v.get('grain', '')}, {record['threads']} threads + OpenCV {v.get('opencv', '')} → NumPy"
     if system == "torch":
         return (f"PyTorch {v.get('torch', '')} DataLoader, {record['threads']} workers, torchvision "
                 f"{v.get('torchvision', '')} → torch.Tensor")
     return system
+
+
+def _crop_note(versions: dict) -> str:
+    """The train crop, where it is not the decoder's (``dali_api.CROPS``)."""
+    if versions.get("crop", "decoder") == "decoder":
+        return ""
+    return ", `decoders.image` + `random_resized_crop`"
 
 
 def _median_range(values: list[float], fmt: str) -> str:

@@ -43,6 +43,7 @@ class System:
     requires: tuple[str, ...] = ()
     install_hint: str = ""
     env: tuple[tuple[str, str], ...] = ()  # set in the child's environment
+    pipelines: tuple[str, ...] = ("train", "val")  # the pipelines it is measured on
 
     @property
     def env_var(self) -> str | None:
@@ -59,6 +60,9 @@ SYSTEMS = {s.name: s for s in (
     System("dali", "bench_dali.py", interpreter_option="dali", requires=("nvidia.dali",), install_hint=_DALI_HINT),
     System("dali-run", "bench_dali.py", ("--variant", "run"), interpreter_option="dali", requires=("nvidia.dali",),
            install_hint=_DALI_HINT),
+    # train written with fn.decoders.image + fn.random_resized_crop (DALI decodes each whole image then).
+    System("dali-rrc", "bench_dali.py", ("--crop", "random_resized_crop"), interpreter_option="dali",
+           requires=("nvidia.dali",), install_hint=_DALI_HINT, pipelines=("train",)),
     System("grain", "bench_grain.py", interpreter_option="grain", requires=("grain", "cv2", "numpy"),
            install_hint="python -m venv /tmp/grainenv && /tmp/grainenv/bin/pip install grain opencv-python-headless, "
                         "then --grain-python /tmp/grainenv/bin/python"),
@@ -85,6 +89,8 @@ FORM_SYSTEMS = {s.name: s for s in (
     System("jaxdali-files", "bench_jaxdali.py", ("--source", "files"), requires=("jax", "jaxdali")),
     System("jaxdali-file-list", "bench_jaxdali.py", ("--source", "file_list"), requires=("jax", "jaxdali")),
     System("jaxdali-interp", "bench_jaxdali.py", ("--explicit-interp",), requires=("jax", "jaxdali")),
+    System("jaxdali-rrc", "bench_jaxdali.py", ("--crop", "random_resized_crop"), requires=("jax", "jaxdali"),
+           pipelines=("train",)),
     # The PyTorch adapter: the same pipeline's host outputs as torch tensors (jaxdali's interpreter with torch).
     System("jaxdali-torch", "bench_jaxdali.py", ("--form", "torch"), requires=("jax", "jaxdali", "torch")),
     # 2 local processes x 4 devices joined by jax.distributed, the same global batch: their images/s summed.
@@ -327,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"[rep {rep + 1}/{args.reps} {pipeline:5}] {'raw work':12} {describe_record(record)}")
             for name in systems:
                 system = SYSTEMS[name]
+                if pipeline not in system.pipelines:
+                    continue
                 record = run_child(child_command(interpreters[name], system, pipeline, args), system, args.timeout)
                 record["system"], record["pipeline"], record["rep"] = name, pipeline, rep
                 records.append(record)

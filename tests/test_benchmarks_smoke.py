@@ -61,7 +61,7 @@ def test_runner_measures_jaxdali_and_writes_the_report(small_folder, tmp_path, s
 def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     """run.py's rows for other ways of writing the pipeline, on ImageNet-size copies of the photos."""
     out = tmp_path / "results"
-    systems = "jaxdali-8dev-hwc,jaxdali-8dev-pmap,jaxdali-generic-built,jaxdali-file-list,jaxdali-2proc"
+    systems = "jaxdali-8dev-hwc,jaxdali-8dev-pmap,jaxdali-generic-built,jaxdali-file-list,jaxdali-2proc,jaxdali-rrc"
     done = subprocess.run(
         [sys.executable, str(RUNNER), "--data", str(small_folder), "--upscaled", "--upscaled-quality", "97",
          "--systems", systems, "--no-raw",
@@ -71,7 +71,7 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
     assert done.returncode == 0, done.stdout + done.stderr
     [saved] = out.glob("results-*.json")
     by_system = {r["system"]: r for r in json.loads(saved.read_text())["records"]}
-    assert set(by_system) == set(systems.split(","))
+    assert set(by_system) == set(systems.split(",")) - {"jaxdali-rrc"}  # a train-only row
     assert by_system["jaxdali-8dev-hwc"]["batch"]["shape"] == [8, 224, 224, 3]
     assert by_system["jaxdali-8dev-hwc"]["versions"]["devices"] == 8
     assert by_system["jaxdali-8dev-pmap"]["batch"]["shape"] == [8, 3, 224, 224]  # (8 devices x 1) rows
@@ -94,7 +94,7 @@ def test_form_rows_and_upscaled_photos(small_folder, tmp_path, subprocess_env):
 def test_forms_taking_turns_in_one_process(small_folder, tmp_path, subprocess_env):
     """benchmarks/alternate.py: every form built in one process, one record per form with a ratio per round."""
     out = tmp_path / "alternate"
-    forms = "1dev,8dev-pmap,1dev-hwc,generic-built"
+    forms = "1dev,8dev-pmap,1dev-hwc,generic-built,rrc"
     done = subprocess.run(
         [sys.executable, str(RUNNER.parent / "alternate.py"), "--data", str(small_folder), "--pipelines", "train",
          "--forms", forms, "--rounds", "2", "--batches", "1", "--refill", "0", "--batch-size", "8", "--out", str(out)],
@@ -106,6 +106,7 @@ def test_forms_taking_turns_in_one_process(small_folder, tmp_path, subprocess_en
     assert records["8dev-pmap"]["batch_shape"] == [8, 1, 3, 224, 224]  # 8 devices x 1 row of the global 8
     assert records["1dev-hwc"]["batch_shape"] == [8, 224, 224, 3]
     assert records["generic-built"]["batch_shape"] == [8, 3, 224, 224]
+    assert records["rrc"]["batch_shape"] == [8, 3, 224, 224]  # decoders.image + random_resized_crop
     for r in records.values():
         assert len(r["images_per_s"]) == len(r["cpu_ratio"]) == 2 and all(v > 0 for v in r["images_per_s"])
     assert records["1dev"]["images_per_s_ratio"] == [1.0, 1.0]
