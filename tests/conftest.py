@@ -45,6 +45,19 @@ def device_stage_on_cpu(monkeypatch):
 
 
 @pytest.fixture
+def gpu_ops_as_jax():
+    """device="gpu" operators run their JAX implementations on the CPU device, as they would on a GPU (config
+    ``gpu_ops_on_cpu_device="jax"``; by default they run on the host there): CPU devices stand in for GPUs in
+    the device-path tests."""
+    from jaxdali import config
+
+    saved = config.get("gpu_ops_on_cpu_device")
+    config.update("gpu_ops_on_cpu_device", "jax")
+    yield
+    config.update("gpu_ops_on_cpu_device", saved)
+
+
+@pytest.fixture
 def subprocess_env() -> dict[str, str]:
     """The environment for a test's child Python: this checkout importable (installed or not) and no
     inherited 8-device XLA flag (a child sets up its own devices)."""

@@ -45,6 +45,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "device='mixed' image decoders: 'auto' decodes with nvImageCodec's GPU backends (hardware decoder, CUDA, "
            "hybrid, then CPU per image) where the pipeline's JAX device is a CUDA device and nvImageCodec can create a "
            "GPU decoder, else on the host; 'off' always decodes on the host (jaxdali.ops.gpu_decode)."),
+    Option("gpu_ops_on_cpu_device", "JAXDALI_GPU_OPS_ON_CPU_DEVICE", "host", lambda v: _choice(v, ("host", "jax")),
+           "device='mixed' and device='gpu' operators of a pipeline whose JAX device is a CPU (no GPU here): 'host' "
+           "runs them as host operators, with the host's fusions (a decoder decodes only the windows its resize "
+           "reads); 'jax' runs the JAX implementations of the dense ones on the CPU device (how the tests check "
+           "those on a machine without a GPU). The values are the same; outputs placed on 'gpu' stay device batches."),
     Option("recycle_device_outputs", "JAXDALI_RECYCLE_DEVICE_OUTPUTS", True, lambda v: v.lower() not in ("0", "false", "no"),
            "Framework iterators let the fused device program write large outputs into the memory of earlier "
            "outputs that nothing holds any more (see docs/performance.md). Arrays derived from a batch outside "

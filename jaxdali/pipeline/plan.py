@@ -35,6 +35,9 @@ class RunPlan:
         (``sample_source`` on the producer, ``run_fed`` on the reader, e.g. decoder -> resize).
       offloadable_to_cpu: ``offloadable`` when the device is a CPU (a subset: without the operators whose
         host implementation is the faster there, ``Operator.offload_to_cpu_devices``).
+      on_host: ids of the nodes run as host operators: those placed on "cpu", and, in a pipeline whose
+        device is a CPU (no GPU in this process), the "mixed" and "gpu" ones with a host implementation
+        (the values are the same; the outputs placed on "gpu" are still delivered as device batches).
     """
 
     steps: tuple[tuple[OpNode, Operator], ...]
@@ -44,6 +47,7 @@ class RunPlan:
     offloadable: frozenset[int]
     fed: frozenset[int] = frozenset()
     offloadable_to_cpu: frozenset[int] = frozenset()
+    on_host: frozenset[int] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,15 +72,19 @@ class OutputMode:
 HOST_OUTPUTS = OutputMode()
 
 
-def plan_run(ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> RunPlan:
-    """The plan for the built operators ``ops`` (graph order) and the pipeline ``outputs``."""
+def plan_run(ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode], cpu_device: bool = False) -> RunPlan:
+    """The plan for the built operators ``ops`` (graph order) and the pipeline ``outputs``; ``cpu_device``: the
+    pipeline's device is a CPU, so its "mixed" and "gpu" operators run on the host where they can."""
     steps, num_sources = _order(ops)
-    offloadable = _offloadable(steps, outputs)
+    on_host = frozenset(id(node) for node, _ in steps
+                        if node.device == "cpu" or (cpu_device and "cpu" in node.schema.devices))
+    offloadable = _offloadable(steps, outputs, on_host)
     # ``fed`` is planned against the larger set: a producer whose reader runs on the host after all is only
     # not fed, never fed wrongly.
     return RunPlan(steps=steps, num_sources=num_sources, release_before=_release_schedule(steps, num_sources, outputs),
-                   windowed=types.MappingProxyType(window_pairs(steps, outputs)), offloadable=offloadable,
-                   fed=_fed(steps, outputs, offloadable), offloadable_to_cpu=_offloadable(steps, outputs, cpu=True))
+                   windowed=types.MappingProxyType(window_pairs(steps, outputs, on_host)), offloadable=offloadable,
+                   fed=_fed(steps, outputs, offloadable, on_host),
+                   offloadable_to_cpu=_offloadable(steps, outputs, on_host, cpu=True), on_host=on_host)
 
 
 def _order(ops: Sequence[tuple[OpNode, Operator]]) -> tuple[tuple[tuple[OpNode, Operator], ...], int]:
@@ -112,7 +120,8 @@ def _release_schedule(steps: Sequence[tuple[OpNode, Operator]], num_sources: int
     return tuple(tuple(keys) for keys in release)
 
 
-def window_pairs(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]) -> dict:
+def window_pairs(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
+                 on_host: frozenset[int]) -> dict:
     """Host operators whose only reader crops one window of each sample: producer node id ->
     (consumer node, consumer operator). The producer then computes just those windows
     (``run_windowed``), e.g. resize followed by crop_mirror_normalize with a crop: the reader gets
@@ -121,18 +130,18 @@ def window_pairs(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[Dat
     for node, op in steps:
         if op.run_windowed is None:
             continue
-        reader = _only_reader(node, steps, outputs)
+        reader = _only_reader(node, steps, outputs, on_host)
         if reader is not None and reader[1].input_windows is not None:
             pairs[id(node)] = reader
     return pairs
 
 
-def _only_reader(node: OpNode, steps: Sequence[tuple[OpNode, Operator]],
-                 outputs: Sequence[DataNode]) -> tuple[OpNode, Operator] | None:
-    """(reader, its operator) when ``node`` is a host operator with one output, no pipeline output, read
-    by one host operator as its only input (not as an argument); otherwise None."""
+def _only_reader(node: OpNode, steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
+                 on_host: frozenset[int]) -> tuple[OpNode, Operator] | None:
+    """(reader, its operator) when ``node`` is a host operator (``on_host``) with one output, no pipeline
+    output, read by one host operator as its only input (not as an argument); otherwise None."""
     # Nodes are compared by identity: ``==`` on a DataNode builds a graph node.
-    if node.device != "cpu" or len(node.outputs) != 1 or any(n is node.outputs[0] for n in outputs):
+    if id(node) not in on_host or len(node.outputs) != 1 or any(n is node.outputs[0] for n in outputs):
         return None
     out = node.outputs[0]
     uses = [(reader, op) for reader, op in steps
@@ -140,20 +149,20 @@ def _only_reader(node: OpNode, steps: Sequence[tuple[OpNode, Operator]],
     if len(uses) != 1:
         return None
     reader, reader_op = uses[0]
-    if len(reader.inputs) != 1 or reader.inputs[0] is not out or reader.device != "cpu":
+    if len(reader.inputs) != 1 or reader.inputs[0] is not out or id(reader) not in on_host:
         return None
     return reader, reader_op
 
 
 def _fed(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
-         offloadable: frozenset[int]) -> frozenset[int]:
+         offloadable: frozenset[int], on_host: frozenset[int]) -> frozenset[int]:
     """Producers whose samples their only reader consumes one by one (``sample_source`` -> ``run_fed``).
     Outside conditionals only: a branch's batch is a subset of rows."""
     fed = set()
     for node, op in steps:
         if op.sample_source is None or node.batch_node is not None:
             continue
-        reader = _only_reader(node, steps, outputs)
+        reader = _only_reader(node, steps, outputs, on_host)
         if reader is None or reader[1].run_fed is None or reader[0].batch_node is not None \
                 or id(reader[0]) in offloadable or any(n.batch_node is node.outputs[0] for n, _ in steps):
             continue
@@ -161,7 +170,7 @@ def _fed(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
     return frozenset(fed)
 
 
-def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
+def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode], on_host: frozenset[int],
                  cpu: bool = False) -> frozenset[int]:
     """Host operators that may run in the device stage: they declare ``device_offload`` (and, for a CPU
     device, ``offload_to_cpu_devices``), have a JAX implementation, and every consumer of their outputs
@@ -176,7 +185,7 @@ def _offloadable(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[Dat
     output_ids = {id(n) for n in outputs}
     chosen: set[int] = set()
     for node, op in reversed(steps):
-        if node.device != "cpu" or node.schema.is_source or not op.device_offload or op.run_jax is None \
+        if id(node) not in on_host or node.schema.is_source or not op.device_offload or op.run_jax is None \
                 or (cpu and not op.offload_to_cpu_devices):
             continue
         ok = all(id(out) in output_ids or consumers.get(id(out)) for out in node.outputs)

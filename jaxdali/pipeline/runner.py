@@ -57,7 +57,7 @@ class GraphRunner:
 
     def __init__(self, ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode], pool: WorkerPool,
                  num_threads: int, max_batch_size: int, device_id: int | None, pipeline_name: str):
-        self.plan = plan_run(ops, outputs)
+        self.plan = plan_run(ops, outputs, _cpu_device(ops, device_id))
         self._ops = self.plan.steps
         self._num_sources = self.plan.num_sources
         self._outputs = list(outputs)
@@ -258,6 +258,8 @@ class GraphRunner:
                 value = job.values.get(id(out_node))
                 if getattr(value, "source_info", False) is None:  # a batch that has none yet
                     value.source_info = info
+                    if isinstance(value, DeviceValue) and value.host is not None:  # a host result, placed later
+                        value.host.source_info = info
         if job.ctx.pending_replacements:
             self._apply_replacements(job)
 
@@ -297,12 +299,13 @@ class GraphRunner:
                 empty = TensorListCPU([])
                 values[id(out_node)] = DeviceValue(host=empty) if out_node.device == "gpu" else empty
             return
-        if node.device == "cpu" and id(node) in job.mode.offloaded:
+        on_host = id(node) in self.plan.on_host
+        if on_host and id(node) in job.mode.offloaded:
             if job.program is None:
                 job.program = DeviceProgram(self.device(), self._program_cache, alias_owned=True)
             if self._offload(node, op, values, job.program, ctx):
                 return
-        if node.device == "cpu":
+        if on_host:
             inputs = [self._host_value(values, n, job.program) for n in node.inputs]
         elif node.device == "mixed":
             inputs = [values[id(n)] for n in node.inputs]
@@ -348,7 +351,9 @@ class GraphRunner:
                                "decode before the `if`")
         results = result if isinstance(result, (list, tuple)) else [result]
         for out_node, value in zip(node.outputs, results):
-            values[id(out_node)] = DeviceValue.of(value) if out_node.device == "gpu" else value
+            # A fed producer's samples go to its reader on the host as they are (plan.fed).
+            gpu = out_node.device == "gpu" and not isinstance(value, SampleSource)
+            values[id(out_node)] = DeviceValue.of(value) if gpu else value
 
     def _parallel_for(self, fn, n: int) -> None:
         self._pool.parallel_for(fn, n, self._job_threads, self._cancelled)
@@ -458,6 +463,15 @@ class GraphRunner:
                 entries.append(("done", place_on_device(v.host, self.device(), what=_output_name(n))))
         recycler = self._recycler if output_device is not None else None
         return PendingOutputs(program, entries, output_device, recycler, replaced)
+
+
+def _cpu_device(ops: Sequence[tuple[OpNode, Operator]], device_id: int | None) -> bool:
+    """Whether a pipeline with "mixed" or "gpu" operators has a CPU for its device (no GPU in this process:
+    they then run on the host, ``RunPlan.on_host``, unless config ``gpu_ops_on_cpu_device`` is 'jax'). False for
+    host-only pipelines: JAX is not needed."""
+    if all(node.device == "cpu" for node, _ in ops) or options.get("gpu_ops_on_cpu_device") != "host":
+        return False
+    return getattr(jax_device(device_id), "platform", None) == "cpu"
 
 
 def _output_name(node: DataNode) -> str:

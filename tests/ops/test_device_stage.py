@@ -23,6 +23,10 @@ RAGGED = [np.random.default_rng(10 + i).integers(0, 256, (30 + 3 * i, 40 - i, 3)
 LABELS = [np.array([i * 3 % 10], np.int32) for i in range(4)]
 
 
+# Device-placed operators run their JAX implementations on the CPU device, as on a GPU.
+pytestmark = pytest.mark.usefixtures("gpu_ops_as_jax")
+
+
 def build(graph, inputs=IMAGES, num_threads=2, layout="HWC"):
     @pipeline_def(batch_size=len(inputs), num_threads=num_threads, device_id=0, seed=11, exec_pipelined=False)
     def pipe():

@@ -141,7 +141,7 @@ def test_nvimagecodec_host_image_is_handed_over_without_a_copy():
 # -- the decoders' device path, with nvImageCodec's CPU backend standing in for the GPU decoder -----
 
 @pytest.fixture
-def device_path_on_cpu(monkeypatch):
+def device_path_on_cpu(monkeypatch, gpu_ops_as_jax):
     """Makes the decision say "gpu" and ``gpu_decoder`` return the CPU backend's decoder, so that the
     operators build and run their device path on this machine."""
     _needs_nvimagecodec_backend()
