@@ -19,7 +19,7 @@ import numpy as np
 from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away, separate_product
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, check_crop_args, crop_positions,
-                                   crop_windows, device_anchors, static_sizes)
+                                   crop_windows, device_anchors, static_sizes, windows_inside)
 from jaxdali.ops.image_kernels import (copy_window, device_flip, device_window, flipped, normalize,
                                        normalize_batch_into, normalize_into, normalize_kernel_status, pixel_rows)
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, check_type, dtype_argument,
@@ -136,20 +136,14 @@ class CropMirrorNormalize(LayoutAware, Operator):
         instead of the samples: every window lies inside its sample and all have one shape. Given
         only its window, a sample's crop then sits at anchor 0 with the same size, so the results are
         the same. None otherwise (including every case where the run would raise)."""
-        n = len(shapes)
-        if n == 0:
+        if not len(shapes):
             return None
         try:
             in_layout, _, _ = self._layouts(layout, len(shapes[0]))
-            windows = crop_windows(self.op, args, shapes, in_layout)
-        except (ValueError, KeyError, TypeError):  # WindowOutOfBounds included: the host run reports it
+        except (ValueError, KeyError, TypeError):  # the host run reports it
             return None
-        if len({w[1] for w in windows}) != 1:
-            return None
-        anchors = np.array([w[0] for w in windows], np.int64)
-        if (anchors < 0).any() or (anchors + np.array(windows[0][1], np.int64) > np.asarray(shapes, np.int64)).any():
-            return None  # a window leaves its sample
-        return windows
+        windows = windows_inside(self.op, args, shapes, in_layout)
+        return windows if windows is not None and len({w[1] for w in windows}) == 1 else None
 
     def dense_device_inputs(self, ctx, inputs, args):
         """A dense stand-in for a ragged input, for the device stage (device-output mode).

@@ -21,7 +21,7 @@ from jaxdali.ops.schema import Arg, OpArgumentError
 
 __all__ = [
     "CROP_LAYOUTS", "CROP_ARGS", "CROP_SIZE_ARGS", "WindowOutOfBounds", "crop_anchor", "crop_axes", "crop_window",
-    "crop_windows", "window_slices", "given_arg", "check_crop_args", "requested_crop", "requested_crops",
+    "crop_windows", "windows_inside", "window_slices", "given_arg", "check_crop_args", "requested_crop", "requested_crops",
     "crop_positions", "static_sizes",
     "device_anchors",
 ]
@@ -95,6 +95,23 @@ def crop_windows(op: str, args, shapes: Sequence[Sequence[int]], layout: str,
     except WindowOutOfBounds as e:
         raise WindowOutOfBounds(f"fn.{op}: {sample_name(source_info, e.sample)}: {e}") from None
     return list(zip(map(tuple, anchors.tolist()), map(tuple, extents.tolist())))
+
+
+def windows_inside(op: str, args, shapes: Sequence[Sequence[int]], layout: str) -> list | None:
+    """``crop_windows`` when every window lies inside its sample, for a consumer that can take just its
+    windows (``Operator.input_windows``): a sample reduced to its window holds its crop at anchor 0 with
+    the same extents. None otherwise, including every case where the operator's run would raise."""
+    try:
+        windows = crop_windows(op, args, shapes, layout)
+    except (ValueError, KeyError, TypeError):  # WindowOutOfBounds included: the run reports it
+        return None
+    if not windows:
+        return None
+    anchors = np.array([w[0] for w in windows], np.int64)
+    extents = np.array([w[1] for w in windows], np.int64)
+    if (anchors < 0).any() or (anchors + extents > np.asarray(shapes, np.int64)).any():
+        return None
+    return windows
 
 
 def _windows(shapes: np.ndarray, layout: str, sizes: np.ndarray, pos: np.ndarray, rounding: str,

@@ -19,7 +19,7 @@ import numpy as np
 from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, check_crop_args, crop_positions,
-                                   crop_windows, device_anchors, given_arg, static_sizes)
+                                   crop_windows, device_anchors, given_arg, static_sizes, windows_inside)
 from jaxdali.ops.image_kernels import copy_window, device_flip, device_window, flipped
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, dtype_argument, image_layout,
                                  per_channel)
@@ -55,6 +55,17 @@ class Crop(LayoutAware, Operator):
     def _plan(self, x: TensorListCPU, args) -> tuple[str, list[tuple[tuple, tuple]]]:
         layout = image_layout("crop", x.layout(), x.ndim(), CROP_LAYOUTS)
         return layout, crop_windows("crop", args, x.shape(), layout, x.source_info)
+
+    def input_windows(self, shapes, layout: str, args):
+        """The window of each input sample this operator reads, when they all lie inside their samples (a
+        resize before it then computes just them; see ``crop_plan.windows_inside``), else None."""
+        if not len(shapes):
+            return None
+        try:
+            layout = image_layout("crop", layout, len(shapes[0]), CROP_LAYOUTS)
+        except (ValueError, KeyError, TypeError):  # the run reports it
+            return None
+        return windows_inside("crop", args, shapes, layout)
 
     def run(self, ctx, inputs, args):
         (x,) = inputs

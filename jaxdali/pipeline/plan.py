@@ -22,7 +22,8 @@ class RunPlan:
 
     Attributes:
       steps: (node, operator) in run order: the sources and the operators that compute their
-        argument inputs first (graph order), then the others (graph order).
+        argument inputs first (graph order), then the argument generators (no data input, e.g.
+        fn.random.uniform), then the others (graph order).
       num_sources: how many of ``steps`` make the ordered first part of an iteration.
       release_before: per step (plus two), the value keys (``id`` of a DataNode) no later step reads
         and that are no output: they are dropped before that step runs.
@@ -96,6 +97,14 @@ def _order(ops: Sequence[tuple[OpNode, Operator]]) -> tuple[tuple[tuple[OpNode, 
             feeding.update(id(inp.source) for inp in list(n.inputs) + list(n.arg_inputs.values()))
     sources = [(n, o) for n, o in ops if n.schema.is_source or id(n) in feeding]
     others = [(n, o) for n, o in ops if not (n.schema.is_source or id(n) in feeding)]
+    # Then the argument generators (no data input, arguments from the steps before, outside conditionals,
+    # e.g. fn.random.uniform): a producer that computes only its reader's windows (resize) then finds the
+    # reader's arguments (crop positions) computed, in whichever order the graph was written.
+    ready = {id(n) for n, _ in sources}
+    for n, _ in others:
+        if not n.inputs and n.batch_node is None and all(id(a.source) in ready for a in n.arg_inputs.values()):
+            ready.add(id(n))
+    others = [(n, o) for n, o in others if id(n) in ready] + [(n, o) for n, o in others if id(n) not in ready]
     return tuple(sources + others), len(sources)
 
 

@@ -869,10 +869,11 @@ def test_batch_of_mixed_sizes_and_filters_matches_single_samples():
 # -- windowed resize: a cropping reader gets only its windows -------------------------------------------------
 
 
-@pytest.mark.parametrize("case", ["centre", "per_sample_positions", "mirror_hwc_cubic", "pad_outside"])
+@pytest.mark.parametrize("case", ["centre", "per_sample_positions", "mirror_hwc_cubic", "pad_outside", "crop",
+                                  "crop_per_sample_sizes", "crop_pad_outside"])
 def test_resize_followed_by_a_crop_computes_only_the_windows(case, monkeypatch):
-    """resize -> crop_mirror_normalize(crop=...): the resize computes only the crop windows (the runner
-    pairs them), and the pipeline's output is the same as with the full resize."""
+    """resize -> crop_mirror_normalize(crop=...) or fn.crop: the resize computes only the crop windows (the
+    runner pairs them), and the pipeline's output is the same as with the full resize."""
     from jaxdali.pipeline import plan as plan_module
     from jaxdali.pipeline import runner as runner_module
 
@@ -890,6 +891,13 @@ def test_resize_followed_by_a_crop_computes_only_the_windows(case, monkeypatch):
         if case == "mirror_hwc_cubic":
             return fn.crop_mirror_normalize(fn.resize(x, resize_x=64, resize_y=50, interp_type=types.INTERP_CUBIC),
                                             crop=(30, 60), mirror=1, output_layout="HWC", dtype=types.UINT8)
+        if case == "crop":
+            return fn.crop(fn.resize(x, resize_shorter=50), crop=(40, 44), crop_pos_x=0.2, dtype=types.FLOAT)
+        if case == "crop_per_sample_sizes":
+            return fn.crop(fn.resize(x, resize_x=64, resize_y=56), crop_h=fn.random.uniform(range=(10, 50)),
+                           crop_w=fn.random.uniform(range=(20, 60)), crop_pos_y=fn.random.uniform(range=(0, 1)))
+        if case == "crop_pad_outside":
+            return fn.crop(fn.resize(x, resize_shorter=30), crop=(40, 40), out_of_bounds_policy="pad")
         return fn.crop_mirror_normalize(fn.resize(x, resize_shorter=30), crop=(40, 40),
                                         out_of_bounds_policy="pad", **kw)
 
@@ -903,10 +911,11 @@ def test_resize_followed_by_a_crop_computes_only_the_windows(case, monkeypatch):
 
     monkeypatch.setattr(runner_module.GraphRunner, "_windows_for", spy)
     fused = run(graph, imgs, iterations=2)[0]
-    assert calls and all(calls) == (case != "pad_outside")
+    assert calls and all(calls) == (case not in ("pad_outside", "crop_pad_outside"))
     monkeypatch.setattr(plan_module, "window_pairs", lambda *plan_args: {})
     plain = run(graph, imgs, iterations=2)[0]
-    np.testing.assert_array_equal(fused.as_array(), plain.as_array())
+    for a, b in zip(fused, plain, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_window_jobs_are_planned_once_per_shape_geometry_and_window(monkeypatch):
