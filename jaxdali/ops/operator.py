@@ -228,6 +228,10 @@ class Operator:
     #: (``jaxdali.pipeline.group``), each row's values unchanged.
     row_wise: bool = False
 
+    #: The output is the input, unchanged (``node.gpu()``/``node.cpu()`` transfers): on a pipeline whose device
+    #: is a CPU the plan looks through it (a decoder still feeds the resize after ``.gpu()``).
+    passthrough: bool = False
+
     def check_device_args(self, args: ArgValues) -> None:
         """Validates per-sample argument values on the host before the device program is recorded
         (the traced program cannot raise on bad values)."""

@@ -9,6 +9,8 @@ from jaxdali.ops.schema import OpSchema, register
 class _Passthrough(Operator):
     """The data is unchanged; where it lives follows from the output node's device."""
 
+    passthrough = True
+
     def run(self, ctx, inputs, args):
         return inputs[0]
 

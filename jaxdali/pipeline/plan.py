@@ -77,8 +77,8 @@ def plan_run(ops: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode]
     """The plan for the built operators ``ops`` (graph order) and the pipeline ``outputs``; ``cpu_device``: the
     pipeline's device is a CPU, so its "mixed" and "gpu" operators run on the host where they can."""
     steps, num_sources = _order(ops)
-    on_host = frozenset(id(node) for node, _ in steps
-                        if node.device == "cpu" or (cpu_device and "cpu" in node.schema.devices))
+    on_host = frozenset(id(node) for node, op in steps
+                        if node.device == "cpu" or (cpu_device and ("cpu" in node.schema.devices or op.passthrough)))
     offloadable = _offloadable(steps, outputs, on_host)
     # ``fed`` is planned against the larger set: a producer whose reader runs on the host after all is only
     # not fed, never fed wrongly.
@@ -148,19 +148,25 @@ def window_pairs(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[Dat
 def _only_reader(node: OpNode, steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],
                  on_host: frozenset[int]) -> tuple[OpNode, Operator] | None:
     """(reader, its operator) when ``node`` is a host operator (``on_host``) with one output, no pipeline
-    output, read by one host operator as its only input (not as an argument); otherwise None."""
-    # Nodes are compared by identity: ``==`` on a DataNode builds a graph node.
-    if id(node) not in on_host or len(node.outputs) != 1 or any(n is node.outputs[0] for n in outputs):
+    output, read by one host operator as its only input (not as an argument); otherwise None. A host
+    passthrough between them (``.gpu()`` on a CPU device) is looked through."""
+    if id(node) not in on_host or len(node.outputs) != 1:
         return None
     out = node.outputs[0]
-    uses = [(reader, op) for reader, op in steps
-            for inp in (*reader.inputs, *reader.arg_inputs.values()) if inp is out]
-    if len(uses) != 1:
-        return None
-    reader, reader_op = uses[0]
-    if len(reader.inputs) != 1 or reader.inputs[0] is not out or id(reader) not in on_host:
-        return None
-    return reader, reader_op
+    while True:
+        # Nodes are compared by identity: ``==`` on a DataNode builds a graph node.
+        if any(n is out for n in outputs):
+            return None
+        uses = [(reader, op) for reader, op in steps
+                for inp in (*reader.inputs, *reader.arg_inputs.values()) if inp is out]
+        if len(uses) != 1:
+            return None
+        reader, reader_op = uses[0]
+        if len(reader.inputs) != 1 or reader.inputs[0] is not out or id(reader) not in on_host:
+            return None
+        if not reader_op.passthrough or reader.batch_node is not None or len(reader.outputs) != 1:
+            return reader, reader_op
+        out = reader.outputs[0]
 
 
 def _fed(steps: Sequence[tuple[OpNode, Operator]], outputs: Sequence[DataNode],

@@ -321,7 +321,7 @@ class GraphRunner:
         args = ArgValues(node.schema.name, node.args, arg_inputs, ctx.batch_size)
         start = time.perf_counter()
         # A producer of plan.fed left its samples to be computed as this operator consumes them.
-        source = inputs[0] if inputs and isinstance(inputs[0], SampleSource) else None
+        source = inputs[0] if inputs and isinstance(inputs[0], SampleSource) and not op.passthrough else None
         try:
             windows = None
             if id(node) in self.plan.windowed:

@@ -161,7 +161,15 @@ def test_the_plan_feeds_only_a_decoder_whose_one_reader_is_resize(monkeypatch):
     def not_resize(source):
         return fn.flip(fn.decoders.image(fn.external_source(source=source, batch=True)))
 
-    for graph, expected in [(val, 1), (output_too, 0), (two_readers, 0), (not_resize, 0)]:
+    def through_gpu(source):  # .gpu() on a CPU device is looked through
+        return fn.resize(fn.decoders.image(fn.external_source(source=source, batch=True)).gpu(), size=(32, 32))
+
+    def gpu_output_too(source):
+        images = fn.decoders.image(fn.external_source(source=source, batch=True)).gpu()
+        return fn.resize(images, resize_x=32, resize_y=32), images
+
+    for graph, expected in [(val, 1), (output_too, 0), (two_readers, 0), (not_resize, 0), (through_gpu, 1),
+                            (gpu_output_too, 0)]:
         assert len(run(graph, IMAGES[:2], True, monkeypatch, iterations=1)[1]) == expected, graph.__name__
 
 

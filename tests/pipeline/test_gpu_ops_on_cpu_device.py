@@ -12,8 +12,12 @@ from jaxdali.tensors import TensorListCPU, TensorListGPU
 
 
 def graph(root: str, device: str):
+    """``device``: "cpu" (all on the host), "gpu" (a mixed decoder, gpu operators after it), or "to_gpu" (a
+    host decoder, then ``.gpu()``)."""
     jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
     images = fn.decoders.image(jpegs, device="mixed" if device == "gpu" else "cpu", output_type=types.RGB)
+    if device == "to_gpu":
+        images = images.gpu()
     images = fn.resize(images, resize_shorter=64)
     images = fn.crop_mirror_normalize(images, crop=(56, 56), dtype=types.FLOAT, mean=[120.0] * 3, std=[60.0] * 3,
                                       mirror=fn.random.coin_flip())
@@ -32,8 +36,9 @@ def run(root: str, device: str, batches: int = 2):
         pipe.close()
 
 
-def test_gpu_ops_run_on_the_host_fused_and_deliver_device_batches(flowers_root):
-    values, kinds, plan = run(flowers_root, "gpu")
+@pytest.mark.parametrize("device", ["gpu", "to_gpu"])
+def test_gpu_ops_run_on_the_host_fused_and_deliver_device_batches(device, flowers_root):
+    values, kinds, plan = run(flowers_root, device)
     reference, reference_kinds, _ = run(flowers_root, "cpu")
     assert kinds == [TensorListGPU, TensorListCPU] and reference_kinds == [TensorListCPU, TensorListCPU]
     assert {id(node) for node, _ in plan.steps} == plan.on_host
