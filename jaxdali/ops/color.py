@@ -19,7 +19,7 @@ import numpy as np
 from jaxdali.core.buffers import owned_empty
 from jaxdali.ops.convert import convert, round_half_away, separate_product
 from jaxdali.ops.crop_plan import (CROP_ARGS, CROP_LAYOUTS, CROP_SIZE_ARGS, check_crop_args, crop_positions,
-                                   crop_windows, device_anchors, static_sizes, windows_inside)
+                                   crop_windows, device_anchors, given_arg, static_sizes, windows_inside)
 from jaxdali.ops.image_kernels import (copy_window, device_flip, device_window, flipped, normalize,
                                        normalize_batch_into, normalize_into, normalize_kernel_status, pixel_rows)
 from jaxdali.ops.layouts import (LayoutAware, allocate_batch, channel_shape, check_type, dtype_argument,
@@ -93,6 +93,8 @@ class CropMirrorNormalize(LayoutAware, Operator):
                 raise OpArgumentError(f"fn.{self.op}: argument '{name}' must not be empty")
         if "std" not in node.arg_inputs:
             check_std(self.op, "std", self.args["std"])
+        if not any(given_arg(node, self.args, name) for name in CROP_SIZE_ARGS):
+            self.input_windows = None  # it reads whole samples: no producer is planned to window them
 
     @property
     def offload_to_cpu_devices(self) -> bool:
@@ -153,7 +155,7 @@ class CropMirrorNormalize(LayoutAware, Operator):
         None when ``input_windows`` does (the operator then runs on the host).
         """
         (x,) = inputs
-        windows = self.input_windows(x.shape(), x.layout(), args)
+        windows = None if self.input_windows is None else self.input_windows(x.shape(), x.layout(), args)
         if windows is None:
             return None
         samples = x.samples()

@@ -100,7 +100,8 @@ def crop_windows(op: str, args, shapes: Sequence[Sequence[int]], layout: str,
 def windows_inside(op: str, args, shapes: Sequence[Sequence[int]], layout: str) -> list | None:
     """``crop_windows`` when every window lies inside its sample, for a consumer that can take just its
     windows (``Operator.input_windows``): a sample reduced to its window holds its crop at anchor 0 with
-    the same extents. None otherwise, including every case where the operator's run would raise."""
+    the same extents. None otherwise: where a window leaves its sample or every window is its whole sample
+    (nothing to leave out), and in every case where the operator's run would raise."""
     try:
         windows = crop_windows(op, args, shapes, layout)
     except (ValueError, KeyError, TypeError):  # WindowOutOfBounds included: the run reports it
@@ -109,7 +110,8 @@ def windows_inside(op: str, args, shapes: Sequence[Sequence[int]], layout: str) 
         return None
     anchors = np.array([w[0] for w in windows], np.int64)
     extents = np.array([w[1] for w in windows], np.int64)
-    if (anchors < 0).any() or (anchors + extents > np.asarray(shapes, np.int64)).any():
+    shapes = np.asarray(shapes, np.int64)
+    if (anchors < 0).any() or (anchors + extents > shapes).any() or (extents == shapes).all():
         return None
     return windows
 
