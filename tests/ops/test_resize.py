@@ -918,6 +918,29 @@ def test_resize_followed_by_a_crop_computes_only_the_windows(case, monkeypatch):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_a_reader_of_whole_samples_does_not_window_its_resize(monkeypatch):
+    """crop_mirror_normalize without a crop (and a crop as large as the resize's output) reads every sample
+    whole: the resize runs as usual, without a window job per sample."""
+    from jaxdali.pipeline import runner as runner_module
+
+    imgs = [np.zeros((h, w, 3), np.uint8) for h, w in [(60, 80), (90, 70)]]
+
+    def no_crop(x):
+        return fn.crop_mirror_normalize(fn.resize(x, size=(32, 32)), mirror=fn.random.coin_flip())
+
+    def whole_crop(x):
+        return fn.crop(fn.resize(x, size=(32, 32)), crop=(32, 32), crop_pos_x=fn.random.uniform(range=(0, 1)))
+
+    seen = []
+    original = runner_module.GraphRunner._windows_for
+    monkeypatch.setattr(runner_module.GraphRunner, "_windows_for",
+                        lambda self, *a, **k: seen.append(original(self, *a, **k)) or seen[-1])
+    for graph in (no_crop, whole_crop):
+        seen.clear()
+        run(graph, imgs, iterations=2)
+        assert all(w is None for w in seen), graph.__name__
+
+
 def test_window_jobs_are_planned_once_per_shape_geometry_and_window(monkeypatch):
     """The kernel's job for a window is kept between batches (photo sizes recur): three batches of four
     images of two sizes plan two jobs, and the outputs stay those of the unwindowed pipeline."""
