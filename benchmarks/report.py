@@ -17,7 +17,7 @@ PIPELINE_TITLES = {
 }
 # Report order; the first is the reference of the ratio column.
 REFERENCE = "jaxdali"
-ORDER = ("jaxdali", "jaxdali-run", "dali", "dali-run", "grain", "torch")
+ORDER = ("jaxdali", "jaxdali-run", "dali", "dali-run", "grain", "torch", "jaxdali-rrc", "dali-rrc")
 
 
 def label(record: dict) -> str:
@@ -42,7 +42,7 @@ def label(record: dict) -> str:
                 + _crop_note(v))
     if system == "jaxdali-run":
         return "jaxdali `Pipeline.run()` (host TensorList, reference)"
-    if system in ("dali", "dali-run"):
+    if system in ("dali", "dali-run", "dali-rrc"):
         if record.get("mode") == "pipe.run":
             return f"DALI {v.get('nvidia-dali', '')} CPU, `pipe.run()` (host TensorList)"
         return f"DALI {v.get('nvidia-dali', '')} CPU, JAX `DALIGenericIterator` → sharded `jax.Array`" + _crop_note(v)
