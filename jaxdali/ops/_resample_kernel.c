@@ -472,22 +472,28 @@ static PyObject *resample(PyObject *Py_UNUSED(self), PyObject *args)
         goto done;
     }
     int cols = !order && f.tw.m; /* without W taps both orders are the same computation */
-    /* Row buffers have one float of room for horizontal_v4; columns first adds the block of W-resampled
-     * rows. */
+    /* Row buffers have one float of room for horizontal_v4 (zeroed: its fourth lane reads it); columns
+     * first adds the block of W-resampled rows, every float of which is written before it is read. The
+     * buffer is allocated without the GIL: a large block costs page faults. */
     Py_ssize_t rows = f.th.m ? f.th.hi - f.th.lo + 1 : f.h;
-    size_t floats = (size_t)((f.w + f.ow) * f.c + 2) + (size_t)(cols ? rows * f.ow * f.c : 0);
-    float *buf = calloc(floats, sizeof(float));
+    size_t row_floats = (size_t)((f.w + f.ow) * f.c + 2);
+    size_t floats = row_floats + (size_t)(cols ? rows * f.ow * f.c : 0);
+    float *buf;
+    Py_BEGIN_ALLOW_THREADS
+    buf = malloc(floats * sizeof(float));
+    if (buf != NULL) {
+        memset(buf, 0, row_floats * sizeof(float));
+        if (cols)
+            cols_first(&f, buf);
+        else
+            rows_first(&f, buf);
+        free(buf);
+    }
+    Py_END_ALLOW_THREADS
     if (buf == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_BEGIN_ALLOW_THREADS
-    if (cols)
-        cols_first(&f, buf);
-    else
-        rows_first(&f, buf);
-    Py_END_ALLOW_THREADS
-    free(buf);
     result = Py_NewRef(Py_None);
 done:
     if (ih.obj) PyBuffer_Release(&ih);
