@@ -21,8 +21,8 @@ from jaxdali.ops.schema import Arg, OpArgumentError
 
 __all__ = [
     "CROP_LAYOUTS", "CROP_ARGS", "CROP_SIZE_ARGS", "WindowOutOfBounds", "crop_anchor", "crop_axes", "crop_window",
-    "crop_windows", "windows_inside", "window_slices", "given_arg", "check_crop_args", "requested_crop", "requested_crops",
-    "crop_positions", "static_sizes",
+    "crop_windows", "windows_inside", "window_slices", "given_arg", "check_crop_args", "requested_crop",
+    "requested_crops", "crop_positions", "static_sizes",
     "device_anchors",
 ]
 

@@ -178,15 +178,10 @@ def part_job(in_shape: Sequence[int], dtype: np.dtype, axes: Sequence[int], plan
 
 
 def resample_window(image: np.ndarray, axes: Sequence[int], plan: ResamplePlan, out: np.ndarray, window,
-                    full_shape: Sequence[int], job: WindowJob | None = None) -> None:
-    """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``, with the values of the full
-    resize: where the kernel runs on an HWC frame only the window's rows and columns are computed (the
-    same taps, the same pass order: ``job``, from ``window_job``); otherwise (``job`` None) the full
-    result is computed and cut.
-    """
-    if job is not None:
-        job.run(image, out)
-        return
+                    full_shape: Sequence[int]) -> None:
+    """The ``window`` (anchor, shape) of the resize of ``image`` into ``out``: the full resize (into
+    ``full_shape``), cut. Where the kernel runs on an HWC frame, ``window_job`` computes just the window's
+    rows and columns instead, with the same values."""
     anchor, shape = window
     full = np.empty(tuple(int(v) for v in full_shape), out.dtype)
     resample_sample(image, axes, plan, full)

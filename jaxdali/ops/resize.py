@@ -2,8 +2,9 @@
 
 They turn their arguments into output extents and source windows (``resample_plan.resize_geometry``
 for resize, a random window for random_resized_crop), plan every sample's passes
-(``resample_plan.plan_resample``) and run the plans on the worker pool (``resample.resample_sample``,
-or ``resample.resample_window`` when the consumer reads only a window of each sample). See
+(``resample_plan.plan_resample``) and run the plans on the worker pool (``resample.resample_sample``;
+the kernel's ``window_job`` when the consumer reads only a window of each sample, its ``part_job`` when
+a decoder computes only the part of each image the resize reads). See
 ``jaxdali.ops.resample_plan`` for the pixel-centre convention and the filters.
 """
 

@@ -117,7 +117,8 @@ def resize_roi(source):
 
 
 def resize_flipped_roi(source):
-    return fn.resize(decoded(source), size=(30, 30), roi_start=(20, 40), roi_end=(5, 10), interp_type=types.INTERP_CUBIC)
+    return fn.resize(decoded(source), size=(30, 30), roi_start=(20, 40), roi_end=(5, 10),
+                     interp_type=types.INTERP_CUBIC)
 
 
 def experimental_resize(source):
