@@ -81,8 +81,9 @@ def form_group(parts: Sequence[GroupPart]) -> list["GroupMember"] | None:
             return None
         fed = all(positions[0][id(i)][0] < ns or positions[0][id(i)][0] in shared
                   for i in list(node.inputs) + list(node.arg_inputs.values()))
-        if fed and node.batch_node is None and node.device in ("cpu", "mixed") \
-                and all(r.plan.steps[k][1].row_wise for r in runners):
+        # Host operators ("mixed" decoders decode on the host where they are row_wise).
+        on_host = id(node) in lead.plan.on_host or node.device == "mixed"
+        if fed and node.batch_node is None and on_host and all(r.plan.steps[k][1].row_wise for r in runners):
             shared.add(k)
     if not shared:
         return None

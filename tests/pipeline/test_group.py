@@ -77,6 +77,39 @@ def test_data_iterator_over_8_devices_runs_one_group_and_each_shard_equals_its_p
     it.close()
 
 
+def _gpu_graph(root, shard_id=0, num_shards=1):
+    """``_graph`` written for a GPU: a mixed decoder, then "gpu" operators."""
+    jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, shard_id=shard_id, num_shards=num_shards,
+                                    name="Reader")
+    images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB, random_area=[0.3, 1.0])
+    images = fn.resize(images, resize_x=12, resize_y=10)
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, mean=[100.0, 110.0, 120.0], std=[50.0, 60.0, 70.0],
+                                      mirror=fn.random.coin_flip(probability=0.5))
+    return images, labels, fn.random.uniform(range=(0.0, 1.0))
+
+
+@needs8
+def test_a_gpu_pipeline_on_cpu_devices_shares_the_same_steps_and_values(digits_root):
+    """On CPU devices the "mixed" and "gpu" operators run on the host (RunPlan.on_host): the group computes
+    them together as it does the CPU-written graph's, with the same values."""
+    sharding = NamedSharding(Mesh(jax.devices(), ("batch",)), P("batch"))
+    runs = []
+    for graph in (_gpu_graph, _graph):
+        it = data_iterator(graph, output_map=["images", "labels", "u"], reader_name="Reader", sharding=sharding)(
+            root=digits_root, batch_size=32, num_threads=2, seed=5)
+        try:
+            got = _take(it, 2)
+            group = it._pipes[0]._prefetcher.group
+            runs.append((got, len(group._shared), group.fallbacks))
+        finally:
+            it.close()
+    (gpu, gpu_shared, gpu_fallbacks), (cpu, cpu_shared, _) = runs
+    assert gpu_shared == cpu_shared and gpu_fallbacks == 0
+    for g, c in zip(gpu, cpu):
+        for a, b in zip(g, c):
+            np.testing.assert_array_equal(a, b)
+
+
 @needs8
 def test_a_group_resumes_from_its_checkpoints_exactly(digits_root):
     kwargs = dict(root=digits_root, batch_size=16, num_threads=2, seed=9, enable_checkpointing=True)
