@@ -38,7 +38,8 @@ class RunPlan:
         host implementation is the faster there, ``Operator.offload_to_cpu_devices``).
       on_host: ids of the nodes run as host operators: those placed on "cpu", and, in a pipeline whose
         device is a CPU (no GPU in this process), the "mixed" and "gpu" ones with a host implementation
-        (the values are the same; the outputs placed on "gpu" are still delivered as device batches).
+        and the ``.gpu()``/``.cpu()`` passthroughs (the values are the same; the outputs placed on "gpu"
+        are still delivered as device batches).
     """
 
     steps: tuple[tuple[OpNode, Operator], ...]
