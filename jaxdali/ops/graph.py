@@ -315,7 +315,13 @@ def add_op(schema: OpSchema, inputs: Sequence[Any], kwargs: dict[str, Any]) -> l
                     f"fn.{op}: argument '{key}' does not accept per-sample data (a DataNode); pass a constant")
             arg_inputs[key] = value
         else:
-            args[key] = spec.convert(op, value)
+            try:
+                args[key] = spec.convert(op, value)
+            except OpArgumentError:
+                if not (spec.tensor and isinstance(value, np.ndarray) and value.ndim):
+                    raise
+                # As in DALI, a NumPy array that is no constant of the argument's type is every sample's value.
+                arg_inputs[key] = constant_node(value)
     for spec in schema.all_args:
         if spec.name in args or spec.name in arg_inputs:
             continue

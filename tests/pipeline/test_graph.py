@@ -1132,3 +1132,27 @@ def test_operators_cannot_be_added_after_build():
     with pipe, pytest.raises(RuntimeError, match="fn.random.normal: cannot add operators to pipeline after it "
                                                  "was built"):
         fn.random.normal()
+
+
+def test_a_numpy_array_for_a_per_sample_argument_is_every_samples_value():
+    """As in DALI: fn.normalize(mean=<array>) takes the array as each sample's mean (an argument input);
+    an array that fits the argument's own type stays a constant, and a non-tensor argument refuses one."""
+    image = np.arange(4 * 4 * 3, dtype=np.uint8).reshape(4, 4, 3)
+    mean = np.array([1.0, 2.0, 3.0], np.float32).reshape(1, 1, 3)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        x = fn.external_source(source=lambda: [image, image + 1], layout="HWC")
+        return fn.normalize(x, dtype=types.FLOAT, mean=mean, stddev=np.full((1, 1, 3), 2.0, np.float32))
+
+    p = pipe()
+    p.build()
+    out = p.run()[0]
+    for i, x in enumerate((image, image + 1)):
+        np.testing.assert_allclose(np.asarray(out[i]), (x.astype(np.float32) - mean) / 2.0, rtol=1e-6)
+    with Pipeline(batch_size=1, num_threads=1, device_id=None):
+        x = fn.external_source(source=lambda: [image], layout="HWC")
+        node = fn.crop_mirror_normalize(x, mean=np.array([1.0, 2.0, 3.0]))
+        assert "mean" not in node.source.arg_inputs and node.source.args["mean"] == (1.0, 2.0, 3.0)
+        with pytest.raises(OpArgumentError, match="argument 'num_attempts'"):
+            fn.random_resized_crop(x, size=(2, 2), num_attempts=np.array([1, 2]))
