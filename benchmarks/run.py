@@ -5,8 +5,9 @@
                              [--dali-python PY] [--grain-python PY] [--torch-python PY]
 
 Every repetition of every (pipeline, system) runs in a fresh process, in the order
-``train: raw A B C D, val: raw A B C D`` once per repetition (raw: the raw per-image work, see
-rawwork.py), so slow drifts of a shared machine spread over all systems. Rivals run under their own interpreters (``--dali-python`` or the environment variable
+``train: raw A B C D, val: raw A B C D`` in the first repetition, ``B C D A`` in the second, and so on
+(raw: the raw per-image work, see rawwork.py), so slow drifts of a shared machine spread over all
+systems and no system always runs first. Rivals run under their own interpreters (``--dali-python`` or the environment variable
 named in ``--help``; default: this interpreter, if it can import them); a rival that cannot be
 found is skipped with the command that installs it. See benchmarks/README.md.
 """
@@ -98,6 +99,13 @@ FORM_SYSTEMS = {s.name: s for s in (
            requires=("jax", "jaxdali")),
 )}
 SYSTEMS.update(FORM_SYSTEMS)
+
+
+def rep_order(systems: list[str], rep: int) -> list[str]:
+    """The systems in repetition ``rep``'s order: rotated by one each repetition, so that none always runs
+    first (the first process after another loader's, or after none, may run at another speed)."""
+    k = rep % len(systems) if systems else 0
+    return systems[k:] + systems[:k]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -331,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                 record["system"], record["pipeline"], record["rep"] = "raw", pipeline, rep
                 records.append(record)
                 progress(f"[rep {rep + 1}/{args.reps} {pipeline:5}] {'raw work':12} {describe_record(record)}")
-            for name in systems:
+            for name in rep_order(systems, rep):
                 system = SYSTEMS[name]
                 if pipeline not in system.pipelines:
                     continue

@@ -129,6 +129,18 @@ def test_multiprocess_row_sums_the_local_rates():
     assert (row["import_s"], row["ttfb_s"]) == (2.0, 0.5)
 
 
+def test_each_repetition_starts_with_another_system():
+    sys.path.insert(0, str(RUNNER.parent))
+    try:
+        import run
+    finally:
+        sys.path.remove(str(RUNNER.parent))
+    systems = ["jaxdali", "dali", "torch"]
+    orders = [run.rep_order(systems, rep) for rep in range(4)]
+    assert orders == [systems, ["dali", "torch", "jaxdali"], ["torch", "jaxdali", "dali"], systems]
+    assert run.rep_order([], 3) == []
+
+
 @pytest.mark.slow
 def test_reader_benchmarks_report_every_loader(flowers_root, subprocess_env):
     """benchmarks/bench_readers_numpy.py and bench_remote_read.py on a few files: every loader gets a row."""
